@@ -1,0 +1,82 @@
+"""Samplers that make data order and augmentation a pure function of (seed, epoch, index).
+
+`EpochSampler` yields `(index, sample_seed)` pairs. The dataset reseeds its augmentation
+with `sample_seed`, so what a sample looks like does not depend on which worker or which
+process loads it. That is what makes a resumed run and a run on N processes see exactly the
+data an uninterrupted single-process run sees.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch.utils.data import Sampler
+
+
+def sample_seed(seed: int, epoch: int, index: int) -> int:
+    """A 32-bit seed for one sample's augmentation in one epoch."""
+    return int(np.random.SeedSequence([seed, epoch, index]).generate_state(1)[0])
+
+
+class EpochSampler(Sampler):
+    """Training order for one rank: a per-epoch permutation, ranks taking interleaved slices.
+
+    Rank r of W takes positions r, r+W, r+2W... of the permutation, so the first k batches
+    of b samples on each of W ranks hold the same samples as the first k batches of W*b on
+    one process. With `drop_last` the permutation is cut to a multiple of W (no padding).
+    `set_start(n)` skips this rank's first n samples of the current epoch (mid-epoch resume)
+    without loading them.
+    """
+
+    def __init__(self, size: int, shuffle: bool = True, seed: int = 0, rank: int = 0,
+                 world_size: int = 1, drop_last: bool = True):
+        if size < world_size:
+            raise ValueError(f"dataset of {size} samples is smaller than the {world_size} processes")
+        self.size = size
+        self.shuffle = shuffle
+        self.seed = seed
+        self.rank = rank
+        self.world_size = world_size
+        self.drop_last = drop_last
+        self.epoch = 0
+        self.start = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+        self.start = 0
+
+    def set_start(self, position: int) -> None:
+        self.start = position
+
+    def _rank_indices(self) -> np.ndarray:
+        if self.shuffle:
+            generator = torch.Generator().manual_seed(self.seed + self.epoch)
+            order = torch.randperm(self.size, generator=generator).numpy()
+        else:
+            order = np.arange(self.size)
+        if self.drop_last:
+            order = order[: self.size - self.size % self.world_size]
+        elif self.size % self.world_size:
+            order = np.concatenate([order, order[: self.world_size - self.size % self.world_size]])
+        return order[self.rank :: self.world_size]
+
+    def __iter__(self):
+        for index in self._rank_indices()[self.start :]:
+            yield int(index), sample_seed(self.seed, self.epoch, int(index))
+
+    def __len__(self) -> int:
+        per_rank = self.size // self.world_size if self.drop_last else -(-self.size // self.world_size)
+        return max(per_rank - self.start, 0)
+
+
+class ShardSampler(Sampler):
+    """Evaluation order: rank r takes r, r+W, ... once each, no padding, so metric sums are exact."""
+
+    def __init__(self, size: int, rank: int = 0, world_size: int = 1):
+        self.indices = np.arange(rank, size, world_size)
+
+    def __iter__(self):
+        return (int(i) for i in self.indices)
+
+    def __len__(self) -> int:
+        return len(self.indices)

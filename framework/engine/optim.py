@@ -1,0 +1,152 @@
+"""Optimizers by name, and the one object through which a task updates its networks.
+
+Config, one optimizer (named "main", over every trainable parameter of the task):
+
+    optim: {type: AdamW, lr: 1.0e-3, weight_decay: 1.0e-4,
+            scheduler: {type: WarmupPolyLR, warmup_iters: 100}, clip_grad: {max_norm: 5.0}}
+
+or several, each over the parameters of named submodules of the task:
+
+    optimizers:
+      generator:     {type: Adam, lr: 2.0e-4, betas: [0.5, 0.999], params: generator}
+      discriminator: {type: Adam, lr: 2.0e-4, betas: [0.5, 0.999], params: [discriminator]}
+
+A task calls `optim.step(loss, "generator")`; zero_grad(set_to_none), backward, clipping and
+the optimizer step all happen here, so tasks never touch them.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Mapping
+
+import torch
+from torch import nn
+
+from framework.errors import ConfigError
+from framework.registry import OPTIMIZERS, did_you_mean
+
+# Every torch.optim optimizer, usable by its class name.
+for _name, _cls in vars(torch.optim).items():
+    if inspect.isclass(_cls) and issubclass(_cls, torch.optim.Optimizer) and _cls is not torch.optim.Optimizer:
+        OPTIMIZERS.add(_cls, _name)
+
+# Keys of an optimizer entry that are ours, not the torch optimizer's.
+ENTRY_KEYS = ("params", "scheduler", "clip_grad")
+
+
+class Optimizers:
+    """The named optimizers of a run with their schedulers and gradient clipping."""
+
+    def __init__(self, optimizers: dict[str, torch.optim.Optimizer],
+                 clip_grad: dict[str, dict] | None = None,
+                 schedulers: dict[str, torch.optim.lr_scheduler.LRScheduler] | None = None):
+        self.optimizers = optimizers
+        self.clip_grad = clip_grad or {}
+        self.schedulers = schedulers or {}
+        self.grad_norms: dict[str, torch.Tensor] = {}  # last clipped norm, on the device
+
+    @property
+    def names(self) -> list[str]:
+        return list(self.optimizers)
+
+    def _resolve(self, name: str | None) -> str:
+        if name is None:
+            if len(self.optimizers) != 1:
+                raise ValueError(f"several optimizers ({', '.join(self.optimizers)}): name the one to step")
+            return next(iter(self.optimizers))
+        if name not in self.optimizers:
+            raise KeyError(f"no optimizer named '{name}' (have: {', '.join(self.optimizers)})")
+        return name
+
+    def params(self, name: str | None = None) -> list[nn.Parameter]:
+        return [p for group in self.optimizers[self._resolve(name)].param_groups for p in group["params"]]
+
+    def zero_grad(self, name: str | None = None) -> None:
+        self.optimizers[self._resolve(name)].zero_grad(set_to_none=True)
+
+    def step(self, loss: torch.Tensor, name: str | None = None) -> None:
+        """zero_grad -> backward -> clip -> step, for the optimizer `name`."""
+        name = self._resolve(name)
+        optimizer = self.optimizers[name]
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        clip = self.clip_grad.get(name)
+        if clip:
+            self.grad_norms[name] = nn.utils.clip_grad_norm_(self.params(name), **clip)
+        optimizer.step()
+
+    def step_schedulers(self) -> None:
+        for scheduler in self.schedulers.values():
+            scheduler.step()
+
+    def lrs(self) -> dict[str, float]:
+        """Current learning rate of each optimizer (its first parameter group)."""
+        return {name: opt.param_groups[0]["lr"] for name, opt in self.optimizers.items()}
+
+    def state_dict(self) -> dict:
+        return {
+            "optimizers": {n: o.state_dict() for n, o in self.optimizers.items()},
+            "schedulers": {n: s.state_dict() for n, s in self.schedulers.items()},
+        }
+
+    def load_state_dict(self, state: Mapping) -> None:
+        for name, opt in self.optimizers.items():
+            opt.load_state_dict(state["optimizers"][name])
+        for name, sched in self.schedulers.items():
+            sched.load_state_dict(state["schedulers"][name])
+
+
+def _select_params(task: nn.Module, selector, path: str) -> list[nn.Parameter]:
+    """Trainable parameters of the task's submodules named by `selector` (all when None)."""
+    if selector is None:
+        return [p for p in task.parameters() if p.requires_grad]
+    names = [selector] if isinstance(selector, str) else list(selector)
+    modules = dict(task.named_modules())
+    params = []
+    for name in names:
+        if name not in modules or not name:
+            children = [n for n, _ in task.named_children()]
+            raise ConfigError(
+                f"{path}.params: the task has no submodule '{name}'{did_you_mean(str(name), children)} "
+                f"(it has: {', '.join(children)})"
+            )
+        params.extend(p for p in modules[name].parameters() if p.requires_grad)
+    return params
+
+
+def build_optimizers(cfg: Mapping, task: nn.Module, max_iters: int) -> Optimizers:
+    """Build from the config's `optim` (one) or `optimizers` (by name) section."""
+    from framework.engine.schedulers import build_scheduler
+
+    if cfg.get("optimizers"):
+        entries, prefix = dict(cfg["optimizers"]), "optimizers."
+    elif cfg.get("optim"):
+        entries, prefix = {"main": cfg["optim"]}, ""
+    else:
+        raise ConfigError("the config has no 'optim' section (e.g. optim: {type: AdamW, lr: 1.0e-3})")
+
+    optimizers, clips, schedulers = {}, {}, {}
+    owner: dict[int, str] = {}
+    for name, entry in entries.items():
+        path = f"{prefix}{name}" if prefix else "optim"
+        if not isinstance(entry, Mapping):
+            raise ConfigError(f"{path}: expected an optimizer node like {{type: Adam, lr: 1.0e-3}}, got {entry!r}")
+        node = {k: v for k, v in entry.items() if k not in ENTRY_KEYS}
+        params = _select_params(task, entry.get("params"), path)
+        if not params:
+            raise ConfigError(f"{path}.params: selects no trainable parameters")
+        for p in params:
+            if id(p) in owner:
+                raise ConfigError(
+                    f"{path}.params: parameters of '{entry.get('params')}' are already "
+                    f"optimized by '{owner[id(p)]}'; each parameter must have one optimizer"
+                )
+            owner[id(p)] = name
+        optimizers[name] = OPTIMIZERS.build(node, path=path, params=params)
+        if entry.get("clip_grad"):
+            clips[name] = dict(entry["clip_grad"])
+        if entry.get("scheduler"):
+            schedulers[name] = build_scheduler(entry["scheduler"], optimizers[name], max_iters,
+                                               path=f"{path}.scheduler")
+    return Optimizers(optimizers, clips, schedulers)

@@ -1,0 +1,114 @@
+"""Learning-rate schedules, stepped once per iteration (one optimizer step).
+
+Every torch.optim.lr_scheduler class is usable by name (its "epoch" counts iterations here).
+The Warmup* schedules below are closed-form in the iteration, so a resumed run continues
+the exact same curve:
+
+    lr(it) = base_lr * warmup(it) * decay(it)
+
+    warmup: "linear"   factor rises from warmup_factor to 1 over warmup_iters
+            "constant" factor is warmup_factor for warmup_iters, then 1
+            null       no warmup
+    decay:  WarmupLR (none), WarmupMultiStepLR (gamma at each milestone),
+            WarmupCosineLR (cosine to min_lr_ratio at max_iters),
+            WarmupPolyLR ((1 - it/max_iters)^power, floored at min_lr_ratio)
+
+`max_iters` defaults to the run's train.max_iters.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from collections.abc import Mapping
+
+import torch
+from torch.optim.lr_scheduler import LRScheduler
+
+from framework.errors import ConfigError
+from framework.registry import SCHEDULERS, accepted_keywords
+
+for _name, _cls in vars(torch.optim.lr_scheduler).items():
+    if inspect.isclass(_cls) and issubclass(_cls, LRScheduler) and not _name.startswith("_") \
+            and _cls is not LRScheduler:
+        SCHEDULERS.add(_cls, _name)
+
+
+@SCHEDULERS.register()
+class WarmupLR(LRScheduler):
+    """A warmup followed by a constant learning rate; the base of the Warmup* family."""
+
+    def __init__(self, optimizer: torch.optim.Optimizer, warmup: str | None = "linear",
+                 warmup_iters: int = 0, warmup_factor: float = 0.001, last_epoch: int = -1):
+        if warmup not in ("linear", "constant", None):
+            raise ValueError(f"warmup must be 'linear', 'constant' or null, got {warmup!r}")
+        if warmup_iters < 0 or not 0.0 <= warmup_factor <= 1.0:
+            raise ValueError(f"need warmup_iters >= 0 and 0 <= warmup_factor <= 1, "
+                             f"got {warmup_iters} and {warmup_factor}")
+        self.warmup = warmup
+        self.warmup_iters = warmup_iters
+        self.warmup_factor = warmup_factor
+        super().__init__(optimizer, last_epoch)
+
+    def warmup_multiplier(self, it: int) -> float:
+        if self.warmup is None or it >= self.warmup_iters:
+            return 1.0
+        if self.warmup == "constant":
+            return self.warmup_factor
+        return self.warmup_factor + (1.0 - self.warmup_factor) * it / self.warmup_iters
+
+    def decay(self, it: int) -> float:
+        return 1.0
+
+    def get_lr(self) -> list[float]:
+        factor = self.warmup_multiplier(self.last_epoch) * self.decay(self.last_epoch)
+        return [base_lr * factor for base_lr in self.base_lrs]
+
+
+@SCHEDULERS.register()
+class WarmupMultiStepLR(WarmupLR):
+    def __init__(self, optimizer, milestones: list[int], gamma: float = 0.1, warmup: str | None = "linear",
+                 warmup_iters: int = 0, warmup_factor: float = 0.001, last_epoch: int = -1):
+        self.milestones = sorted(milestones)
+        self.gamma = gamma
+        super().__init__(optimizer, warmup, warmup_iters, warmup_factor, last_epoch)
+
+    def decay(self, it: int) -> float:
+        return self.gamma ** sum(1 for m in self.milestones if it >= m)
+
+
+@SCHEDULERS.register()
+class WarmupCosineLR(WarmupLR):
+    def __init__(self, optimizer, max_iters: int, min_lr_ratio: float = 0.0, warmup: str | None = "linear",
+                 warmup_iters: int = 0, warmup_factor: float = 0.001, last_epoch: int = -1):
+        self.max_iters = max_iters
+        self.min_lr_ratio = min_lr_ratio
+        super().__init__(optimizer, warmup, warmup_iters, warmup_factor, last_epoch)
+
+    def decay(self, it: int) -> float:
+        progress = min(it / self.max_iters, 1.0)
+        return self.min_lr_ratio + (1 - self.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
+
+
+@SCHEDULERS.register()
+class WarmupPolyLR(WarmupLR):
+    def __init__(self, optimizer, max_iters: int, power: float = 0.9, min_lr_ratio: float = 0.0,
+                 warmup: str | None = "linear", warmup_iters: int = 0, warmup_factor: float = 0.001,
+                 last_epoch: int = -1):
+        self.max_iters = max_iters
+        self.power = power
+        self.min_lr_ratio = min_lr_ratio
+        super().__init__(optimizer, warmup, warmup_iters, warmup_factor, last_epoch)
+
+    def decay(self, it: int) -> float:
+        progress = min(it / self.max_iters, 1.0)
+        return max((1 - progress) ** self.power, self.min_lr_ratio)
+
+
+def build_scheduler(node: Mapping, optimizer: torch.optim.Optimizer, max_iters: int, path: str) -> LRScheduler:
+    if not isinstance(node, Mapping) or "type" not in node:
+        raise ConfigError(f"{path}: expected a scheduler node like {{type: WarmupPolyLR}}, got {node!r}")
+    node = dict(node)
+    if "max_iters" in accepted_keywords(SCHEDULERS.get(node["type"], path))[0]:
+        node.setdefault("max_iters", max_iters)
+    return SCHEDULERS.build(node, path=path, optimizer=optimizer)

@@ -1,0 +1,172 @@
+"""The training loop. It knows nothing of segmentation or GANs: it calls the task.
+
+    trainer.fit():
+        hook.before_train()                       for every hook, in priority order
+        for iter in range(start_iter, max_iters):
+            hook.before_iter()
+            batch = next(train data), moved to the device
+            step_logs = task.train_step(batch, optim)   # the task calls optim.step(loss, name)
+            hook.after_iter()                     Logger -> LRScheduler -> Eval -> Checkpoint -> user
+        hook.after_train()
+
+See framework/engine/hooks.py for what each built-in hook does and when.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+
+import numpy as np
+import torch
+from torch import nn
+
+import framework
+from framework.engine.evaluation import evaluate, move_to_device
+
+logger = logging.getLogger("framework")
+
+
+class TrainData:
+    """An endless stream of training batches that counts epochs and the position in the epoch.
+
+    A new epoch re-seeds the sampler's order (`set_epoch`); resuming mid-epoch makes the
+    sampler skip the samples already seen, so nothing is loaded to be thrown away.
+    """
+
+    def __init__(self, loader):
+        self.loader = loader
+        self.epoch = 0
+        self.batches_in_epoch = 0  # batches consumed in the current epoch
+        self._iterator = None
+
+    def seek(self, epoch: int, batches_in_epoch: int) -> None:
+        self.epoch, self.batches_in_epoch = epoch, batches_in_epoch
+        self._iterator = None
+
+    def next(self):
+        if self._iterator is None:
+            self.loader.sampler.set_epoch(self.epoch)
+            self.loader.sampler.set_start(self.batches_in_epoch * self.loader.batch_size)
+            self._iterator = iter(self.loader)
+        try:
+            batch = next(self._iterator)
+        except StopIteration:
+            self.epoch += 1
+            self.batches_in_epoch = 0
+            self._iterator = None
+            return self.next()
+        self.batches_in_epoch += 1
+        return batch
+
+
+class Trainer:
+    def __init__(self, task: nn.Module, optim, train_loader, val_loader, metrics: list, hooks: list,
+                 max_iters: int, work_dir: str, device: torch.device, config_text: str = "",
+                 writer=None):
+        self.task = task
+        self.optim = optim
+        self.data = TrainData(train_loader)
+        self.val_loader = val_loader
+        self.metrics = metrics
+        self.hooks = sorted(hooks, key=lambda h: h.priority)
+        self.max_iters = max_iters
+        self.work_dir = work_dir
+        self.device = device
+        self.config_text = config_text
+        self.writer = writer  # a TensorBoard SummaryWriter on rank 0, None elsewhere
+
+        self.iter = 0  # completed iterations
+        self.step_logs: dict = {}
+        self.data_time = 0.0
+        self.iter_time = 0.0
+        self.last_metrics: dict[str, float] = {}
+        self.last_metrics_iter = -1
+        self.best: dict = {}
+
+    @property
+    def epoch(self) -> int:
+        return self.data.epoch
+
+    def _call_hooks(self, stage: str) -> None:
+        for hook in self.hooks:
+            getattr(hook, stage)(self)
+
+    def fit(self) -> None:
+        self.task.train()
+        self._call_hooks("before_train")
+        while self.iter < self.max_iters:
+            self._call_hooks("before_iter")
+            start = time.perf_counter()
+            batch = move_to_device(self.data.next(), self.device)
+            fetched = time.perf_counter()
+            self.step_logs = self.task.train_step(batch, self.optim)
+            self.iter += 1
+            self.data_time = fetched - start
+            self.iter_time = time.perf_counter() - start
+            self._call_hooks("after_iter")
+        self._call_hooks("after_train")
+
+    def evaluate(self, num_images: int = 0) -> dict[str, float]:
+        """Metrics on the validation loader; the first batch's visualisation goes to TensorBoard."""
+
+        def write_images(i: int, batch: dict, outputs: dict) -> None:
+            if i == 0 and num_images and self.writer is not None:
+                for tag, image in self.task.visualize(batch, outputs, num_images).items():
+                    self.writer.add_image(f"val/{tag}", image, self.iter)
+
+        return evaluate(self.task, self.val_loader, self.metrics, self.device, on_batch=write_images)
+
+    # ------------------------------------------------------------------ checkpoint state
+
+    def state_dict(self) -> dict:
+        return {
+            "meta": {
+                "iter": self.iter,
+                "epoch": self.data.epoch,
+                "batches_in_epoch": self.data.batches_in_epoch,
+                "best": dict(self.best),
+                "framework_version": framework.__version__,
+                "config": self.config_text,
+            },
+            "task": self.task.state_dict(),
+            "optim": self.optim.state_dict(),
+            "rng": rng_state(),
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        meta = state["meta"]
+        self.task.load_state_dict(state["task"])
+        self.optim.load_state_dict(state["optim"])
+        self.iter = meta["iter"]
+        self.data.seek(meta["epoch"], meta["batches_in_epoch"])
+        self.best = dict(meta.get("best") or {})
+        set_rng_state(state["rng"])
+
+
+def rng_state() -> dict:
+    """Random generator states as tensors and ints (loadable with weights_only=True)."""
+    _, keys, pos, has_gauss, gauss = np.random.get_state()
+    py_version, py_state, py_gauss = random.getstate()
+    state = {
+        "python": [py_version, list(py_state), py_gauss],
+        "numpy": torch.from_numpy(keys.astype(np.int64)),
+        "numpy_pos": int(pos),
+        "numpy_gauss": [int(has_gauss), float(gauss)],
+        "torch": torch.get_rng_state(),
+    }
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict) -> None:
+    py_version, py_state, py_gauss = state["python"]
+    random.setstate((py_version, tuple(py_state), py_gauss))
+    has_gauss, gauss = state["numpy_gauss"]
+    np.random.set_state(("MT19937", state["numpy"].numpy().astype(np.uint32), state["numpy_pos"],
+                         int(has_gauss), gauss))
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])

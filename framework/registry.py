@@ -1,0 +1,188 @@
+"""Registries: name -> class tables from which config nodes `{type: Name, **kwargs}` are built.
+
+    @MODELS.register()            # registered under the class name
+    class UNet(nn.Module): ...
+
+    @LOSSES.register("Dice")      # or under an alias
+    class DiceLoss(nn.Module): ...
+
+    model = MODELS.build({"type": "UNet", "num_classes": 4}, path="task.model")
+
+`build` is recursive: a keyword whose value is itself a node (or a list of nodes) is built
+first, looked up in the same registry and then in every other one, so a task node builds its
+model and loss, a dataset its transforms, a weighted loss its terms. Mistakes are reported
+as `ConfigError`s that name the config path of the node, the registry and close matches.
+"""
+
+from __future__ import annotations
+
+import difflib
+import inspect
+from collections.abc import Mapping
+from typing import Any, Callable
+
+from framework.errors import ConfigError, UserError
+
+_ALL_REGISTRIES: list["Registry"] = []
+
+
+def is_node(value: Any) -> bool:
+    """True for a config node that names a component: a mapping with a `type` key."""
+    return isinstance(value, Mapping) and "type" in value
+
+
+def close_matches(word: str, candidates, n: int = 3) -> list[str]:
+    """Candidates that look like `word`, case-insensitively, best first."""
+    by_lower = {c.lower(): c for c in candidates}
+    found = difflib.get_close_matches(word.lower(), list(by_lower), n=n, cutoff=0.6)
+    return [by_lower[f] for f in found]
+
+
+def did_you_mean(word: str, candidates) -> str:
+    matches = close_matches(word, candidates)
+    return f"; did you mean {', '.join(repr(m) for m in matches)}?" if matches else ""
+
+
+class Registry:
+    """A named table of classes (or factory functions) that config nodes refer to by name."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self._entries: dict[str, Callable] = {}
+        _ALL_REGISTRIES.append(self)
+
+    def __repr__(self) -> str:
+        return f"Registry({self.name!r}, {len(self._entries)} entries)"
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._entries
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def names(self) -> list[str]:
+        return sorted(self._entries)
+
+    def register(self, name: str | None = None) -> Callable:
+        """Decorator registering a class or function under `name` (default: its own name)."""
+
+        def decorator(obj: Callable) -> Callable:
+            self.add(obj, name)
+            return obj
+
+        return decorator
+
+    def add(self, obj: Callable, name: str | None = None) -> None:
+        key = name or obj.__name__
+        if key in self._entries:
+            existing = self._entries[key]
+            raise KeyError(
+                f"'{key}' is already registered in the {self.name} registry "
+                f"(by {existing.__module__}.{existing.__qualname__}); pick another name"
+            )
+        self._entries[key] = obj
+
+    def get(self, name: str, path: str = "") -> Callable:
+        if name not in self._entries:
+            where = f"{path}.type: " if path else ""
+            hint = did_you_mean(name, self._entries)
+            if not hint:  # maybe the user put a component of another kind here
+                others = [r for r in _ALL_REGISTRIES if r is not self and name in r]
+                if others:
+                    hint = f"; '{name}' is in the {others[0].name} registry, not here"
+            raise ConfigError(f"{where}unknown type '{name}' in the {self.name} registry{hint}")
+        return self._entries[name]
+
+    def build(self, cfg: Mapping, path: str | None = None, **default_args) -> Any:
+        """Build the component a node describes; `default_args` fill keywords the node omits."""
+        path = path or self.name
+        cfg = _to_plain(cfg)
+        if not is_node(cfg):
+            raise ConfigError(f"{path}: expected a mapping with a 'type' key, got {cfg!r}")
+        kwargs = dict(cfg)
+        type_name = kwargs.pop("type")
+        if not isinstance(type_name, str):
+            raise ConfigError(f"{path}.type: expected a component name, got {type_name!r}")
+        factory = self.get(type_name, path)
+        for key, value in default_args.items():
+            kwargs.setdefault(key, value)
+        kwargs = {k: self._build_nested(v, f"{path}.{k}") for k, v in kwargs.items()}
+        _check_keywords(factory, type_name, kwargs, path)
+        try:
+            return factory(**kwargs)
+        except UserError as err:  # e.g. a dataset's missing folder: say which node it came from
+            if str(err).startswith(path):
+                raise
+            raise type(err)(f"{path} ({type_name}): {err}") from err
+        except (TypeError, ValueError, AssertionError) as err:
+            # The constructor's own validation (value ranges, shapes) named by config path.
+            raise ConfigError(f"{path} ({type_name}): {err}") from err
+
+    def _build_nested(self, value: Any, path: str) -> Any:
+        if is_node(value):
+            return self._registry_for(value["type"], path).build(value, path)
+        if isinstance(value, list) and value and all(is_node(v) for v in value):
+            return [self._build_nested(v, f"{path}[{i}]") for i, v in enumerate(value)]
+        return value
+
+    def _registry_for(self, type_name: str, path: str) -> "Registry":
+        if type_name in self:
+            return self
+        owners = [r for r in _ALL_REGISTRIES if type_name in r]
+        if len(owners) == 1:
+            return owners[0]
+        if len(owners) > 1:
+            names = ", ".join(r.name for r in owners)
+            raise ConfigError(f"{path}.type: '{type_name}' is ambiguous, it is in the {names} registries")
+        every = {n for r in _ALL_REGISTRIES for n in r._entries}
+        raise ConfigError(f"{path}.type: unknown type '{type_name}'{did_you_mean(type_name, every)}")
+
+
+def _to_plain(cfg: Any) -> Any:
+    """OmegaConf containers -> plain dicts/lists (resolved), anything else unchanged."""
+    try:
+        from omegaconf import DictConfig, ListConfig, OmegaConf
+    except ImportError:  # pragma: no cover - omegaconf is a dependency
+        return cfg
+    if isinstance(cfg, (DictConfig, ListConfig)):
+        return OmegaConf.to_container(cfg, resolve=True)
+    return cfg
+
+
+def accepted_keywords(factory: Callable) -> tuple[list[str], bool]:
+    """(keyword names `factory` accepts, whether it also takes **kwargs)."""
+    try:
+        signature = inspect.signature(factory)
+    except (TypeError, ValueError):  # some builtins have no signature: accept anything
+        return [], True
+    names, takes_any = [], False
+    for p in signature.parameters.values():
+        if p.kind is p.VAR_KEYWORD:
+            takes_any = True
+        elif p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY):
+            names.append(p.name)
+    return names, takes_any
+
+
+def _check_keywords(factory: Callable, type_name: str, kwargs: dict, path: str) -> None:
+    names, takes_any = accepted_keywords(factory)
+    if takes_any:
+        return
+    for key in kwargs:
+        if key not in names:
+            hint = did_you_mean(key, names)
+            raise ConfigError(
+                f"{path}.{key}: {type_name} has no parameter '{key}'{hint} "
+                f"(it accepts: {', '.join(names) or 'no parameters'})"
+            )
+
+
+MODELS = Registry("models")
+LOSSES = Registry("losses")
+DATASETS = Registry("datasets")
+TRANSFORMS = Registry("transforms")
+OPTIMIZERS = Registry("optimizers")
+SCHEDULERS = Registry("schedulers")
+METRICS = Registry("metrics")
+HOOKS = Registry("hooks")
+TASKS = Registry("tasks")

@@ -1,0 +1,2 @@
+from framework.tasks import segmentation  # noqa: F401  (fill the registry)
+from framework.tasks.base import Task  # noqa: F401

@@ -1,0 +1,82 @@
+"""Semantic segmentation: one network, one (possibly combined) loss, one optimizer."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import cv2
+import torch
+from torch import nn
+
+from framework.registry import TASKS
+from framework.tasks.base import Task
+from framework.visualization.palette import colorize, default_palette
+
+
+@TASKS.register()
+class SegmentationTask(Task):
+    """Images arrive as uint8 RGB (N x 3 x H x W) and are normalised here, on the device.
+
+    `mean`/`std` are on the 0..1 scale (ImageNet's by default). A model with one output
+    channel is a binary segmenter: prediction = logit > 0, so metrics see 2 classes.
+    """
+
+    def __init__(self, model: nn.Module, loss: nn.Module, num_classes: int, ignore_index: int = 255,
+                 mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225), class_names=None, palette=None):
+        super().__init__()
+        self.model = model
+        self.loss = loss
+        self.num_classes = num_classes
+        self.ignore_index = ignore_index
+        self.class_names = list(class_names) if class_names else [str(i) for i in range(num_classes)]
+        palette = torch.tensor(palette, dtype=torch.uint8) if palette else torch.from_numpy(default_palette(num_classes))
+        # Buffers follow .to(device) but are not part of the state dict (not weights).
+        self.register_buffer("mean", torch.tensor(mean).view(1, -1, 1, 1) * 255, persistent=False)
+        self.register_buffer("std", torch.tensor(std).view(1, -1, 1, 1) * 255, persistent=False)
+        self.register_buffer("palette", palette, persistent=False)
+
+    def normalize(self, image: torch.Tensor) -> torch.Tensor:
+        return (image.float() - self.mean) / self.std
+
+    def loss_terms(self, logits: torch.Tensor, target: torch.Tensor) -> dict[str, torch.Tensor]:
+        if hasattr(self.loss, "terms"):
+            return self.loss.terms(logits, target)
+        return {f"loss_{getattr(self.loss, 'name', 'seg')}": self.loss(logits, target)}
+
+    def train_step(self, batch: dict, optim) -> dict:
+        logits = self.model(self.normalize(batch["image"]))
+        terms = self.loss_terms(logits, batch["mask"])
+        loss = sum(terms.values())
+        optim.step(loss)
+        logs = {"loss": loss.detach()}
+        if len(terms) > 1:
+            logs.update({k: v.detach() for k, v in terms.items()})
+        return logs
+
+    def predict(self, image: torch.Tensor) -> torch.Tensor:
+        logits = self.model(self.normalize(image))
+        if logits.shape[1] == 1:
+            return (logits[:, 0] > 0).long()
+        return logits.argmax(dim=1)
+
+    def val_step(self, batch: dict) -> dict:
+        return {"pred": self.predict(batch["image"]), "target": batch["mask"]}
+
+    def visualize(self, batch: dict, outputs: dict, max_images: int) -> dict:
+        """One grid: a row per sample of image | ground truth | prediction."""
+        n = min(max_images, batch["image"].shape[0])
+        image = batch["image"][:n]
+        truth = colorize(outputs["target"][:n], self.palette, self.ignore_index)
+        pred = colorize(outputs["pred"][:n], self.palette, None)
+        rows = torch.cat([image, truth, pred], dim=3)  # side by side along the width
+        return {"predictions": torch.cat(list(rows), dim=1).float() / 255}
+
+    def save_visuals(self, batch: dict, outputs: dict, folder) -> None:
+        """For each image: <name>.png with image | ground truth | prediction, colour-coded."""
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        truth = colorize(outputs["target"], self.palette, self.ignore_index)
+        pred = colorize(outputs["pred"], self.palette, None)
+        panels = torch.cat([batch["image"], truth, pred], dim=3).permute(0, 2, 3, 1).cpu().numpy()
+        for name, panel in zip(batch["name"], panels):
+            cv2.imwrite(str(folder / f"{Path(str(name)).stem}.png"), cv2.cvtColor(panel, cv2.COLOR_RGB2BGR))

@@ -1,0 +1,22 @@
+from setuptools import find_packages, setup
+
+setup(
+    name="segan-framework",
+    version="0.1.0",
+    description="A config-driven PyTorch training framework for semantic segmentation and GANs",
+    packages=find_packages(include=["framework", "framework.*"]),
+    python_requires=">=3.10",
+    install_requires=[
+        "torch>=2.6",
+        "torchvision>=0.21",
+        "albumentations>=2.0",
+        "opencv-python-headless>=4.8",
+        "tensorboard>=2.14",
+        "omegaconf>=2.3",
+        "pyyaml>=6.0",
+        "numpy>=1.24",
+        "torchmetrics>=1.3",
+        "safetensors>=0.4",
+    ],
+    extras_require={"dev": ["pytest>=7.4", "torchmetrics>=1.3"]},
+)

@@ -1,0 +1,90 @@
+"""Evaluate a checkpoint on the config's test data (data.test, else data.val):
+
+    python tools/test.py --config CFG --checkpoint CKPT [--work-dir DIR] [--show-dir DIR] [key=value ...]
+
+Prints a per-class table and the summary, writes <work_dir>/metrics.json, and with
+--show-dir saves colour-coded predictions (or generated images) there.
+"""
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+
+from framework.config import default_work_dir, import_custom_modules, load_config, to_plain
+from framework.data.loader import build_dataloader
+from framework.engine import checkpoint as ckpt
+from framework.engine.cli import run
+from framework.engine.evaluation import evaluate
+from framework.engine.runner import build_metrics, build_task, select_device, setup_logging
+from framework.errors import CheckpointError, ConfigError
+
+
+def parse_args() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config", required=True, help="YAML config file")
+    parser.add_argument("--checkpoint", required=True, help="checkpoint (.pth) to evaluate")
+    parser.add_argument("--work-dir", help="where metrics.json goes (default: work_dirs/<config name>)")
+    parser.add_argument("--show-dir", help="save visualised predictions here")
+    parser.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides")
+    return parser
+
+
+def format_table(metrics: dict[str, float]) -> str:
+    """Per-class metrics (keys like IoU.cat) as rows per class, then the summary line."""
+    columns: list[str] = []
+    rows: dict[str, dict[str, float]] = {}
+    for key, value in metrics.items():
+        if "." in key:
+            column, name = key.split(".", 1)
+            if column not in columns:
+                columns.append(column)
+            rows.setdefault(name, {})[column] = value
+    lines = []
+    if rows:
+        width = max(len("class"), *(len(n) for n in rows))
+        lines.append(f"{'class':<{width}}  " + "  ".join(f"{c:>8}" for c in columns))
+        for name, values in rows.items():
+            cells = [values.get(c, math.nan) for c in columns]
+            lines.append(f"{name:<{width}}  " + "  ".join(f"{v:>8.4f}" for v in cells))
+    summary = {k: v for k, v in metrics.items() if "." not in k}
+    lines.append("  ".join(f"{k} {v:.4f}" for k, v in summary.items()))
+    return "\n".join(lines)
+
+
+def main(args: argparse.Namespace) -> None:
+    cfg = load_config(args.config, args.overrides)
+    work_dir = args.work_dir or cfg.work_dir or default_work_dir(args.config)
+    setup_logging(work_dir, "test.log")
+    import_custom_modules(cfg)
+    plain = to_plain(cfg)
+    device = select_device(plain["device"])
+    section = plain["data"].get("test") or plain["data"].get("val")
+    if section is None:
+        raise ConfigError("data.test / data.val: the config has no evaluation data")
+    loader = build_dataloader(section, "data.test" if plain["data"].get("test") else "data.val", train=False,
+                              device=device)
+    task = build_task(plain, device)
+    state = ckpt.load_checkpoint(args.checkpoint)
+    if "task" not in state:
+        raise CheckpointError(f"{args.checkpoint}: not a training checkpoint (no 'task' entry)")
+    task.load_state_dict(state["task"])
+    metrics = build_metrics(plain)
+
+    def save(i, batch, outputs):
+        if args.show_dir:
+            task.save_visuals(batch, outputs, args.show_dir)
+
+    results = evaluate(task, loader, metrics, device, on_batch=save)
+    print(format_table(results))
+    Path(work_dir).mkdir(parents=True, exist_ok=True)
+    out = Path(work_dir) / "metrics.json"
+    record = {"checkpoint": str(args.checkpoint), "iter": state.get("meta", {}).get("iter"),
+              **{k: (None if math.isnan(v) else v) for k, v in results.items()}}
+    out.write_text(json.dumps(record, indent=2) + "\n")
+    print(f"metrics written to {out}")
+
+
+if __name__ == "__main__":
+    sys.exit(run(main, parse_args()))

@@ -1,0 +1,41 @@
+"""Train from a config:
+
+    python tools/train.py --config configs/segmentation/unet_shapes.yaml [key=value ...]
+    python tools/train.py --config CFG --resume            # continue from the latest checkpoint
+    python tools/train.py --config CFG --resume PATH       # or from a given one
+"""
+
+import argparse
+import os
+import sys
+
+from framework.config import default_work_dir, load_config
+from framework.engine.cli import run
+from framework.engine.runner import build_trainer, setup_logging
+
+
+def parse_args() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config", required=True, help="YAML config file")
+    parser.add_argument("--work-dir", help="where logs, checkpoints and TensorBoard files go "
+                        "(default: the config's work_dir, else work_dirs/<config name>)")
+    parser.add_argument("--resume", nargs="?", const=True, default=None, metavar="CKPT",
+                        help="resume from CKPT, or from the latest checkpoint in the work dir")
+    parser.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides")
+    return parser
+
+
+def main(args: argparse.Namespace) -> None:
+    if isinstance(args.resume, str) and "=" in args.resume and not os.path.exists(args.resume):
+        # `--resume key=value ...`: argparse took the first override as the checkpoint path.
+        args.overrides.insert(0, args.resume)
+        args.resume = True
+    cfg = load_config(args.config, args.overrides)
+    cfg.work_dir = args.work_dir or cfg.work_dir or default_work_dir(args.config)
+    setup_logging(cfg.work_dir)
+    trainer = build_trainer(cfg, cfg.work_dir, resume=args.resume)
+    trainer.fit()
+
+
+if __name__ == "__main__":
+    sys.exit(run(main, parse_args()))
