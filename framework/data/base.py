@@ -1,0 +1,122 @@
+"""The base class of segmentation datasets: checked masks, joint augmentation, seeded samples.
+
+A subclass implements `__len__` and `load_sample(index) -> (image, mask, name)`; the base
+checks the raw mask, augments image and mask together and returns tensors:
+
+    {"image": uint8 3xHxW RGB (not normalised), "mask": int64 HxW, "index": int, "name": str}
+
+`dataset[(index, seed)]` reseeds the augmentation from (index, seed) first, so a sample's
+augmentation does not depend on which worker or process loads it: that is what makes a
+resumed run and a DDP run see exactly the samples of an uninterrupted single-process run.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+from torch.utils.data import Dataset
+
+from framework.data.transforms import build_pipeline
+from framework.errors import ConfigError, DataError
+from framework.visualization.palette import default_palette
+
+
+class SegmentationDataset(Dataset):
+    """Images with per-pixel class masks. Subclasses implement `__len__` and `load_sample`."""
+
+    def __init__(
+        self,
+        pipeline: Sequence = (),
+        classes: Sequence[str] | None = None,
+        ignore_index: int = 255,
+        palette: Sequence[Sequence[int]] | None = None,
+    ):
+        if not classes:
+            raise ValueError("classes must list the class names, e.g. [background, road, car]")
+        self.class_names = tuple(str(c) for c in classes)
+        self.num_classes = len(self.class_names)
+        self.ignore_index = ignore_index
+        palette = [tuple(c) for c in default_palette(self.num_classes).tolist()] if palette is None else [tuple(int(v) for v in c) for c in palette]
+        if len(palette) < self.num_classes or any(len(c) != 3 for c in palette):
+            raise ValueError(f"palette needs one RGB triple per class ({self.num_classes}), got {palette}")
+        self.palette = palette[: self.num_classes]
+        self.pipeline = build_pipeline(pipeline)
+
+    def __len__(self) -> int:
+        raise NotImplementedError
+
+    def load_sample(self, index: int) -> tuple[np.ndarray, np.ndarray, str]:
+        """(HxWx3 uint8 RGB image, HxW integer mask, sample name) before augmentation."""
+        raise NotImplementedError
+
+    def mask_path(self, index: int) -> str:
+        """Where sample `index`'s mask comes from, for error messages."""
+        return f"{type(self).__name__}[{index}]"
+
+    def __getitem__(self, item: int | tuple[int, int]) -> dict:
+        index, seed = item if isinstance(item, tuple) else (item, None)
+        index = int(index)
+        image, mask, name = self.load_sample(index)
+        self._check_sample(index, name, image, mask)
+        if seed is not None:
+            self._reseed(index, int(seed))
+        augmented = self.pipeline(image=image, mask=mask)
+        return {
+            "image": self._image_tensor(augmented["image"]),
+            "mask": self._mask_tensor(augmented["mask"]),
+            "index": index,
+            "name": name,
+        }
+
+    def _reseed(self, index: int, seed: int) -> None:
+        # One random stream shared by every transform, as Compose sets up at construction.
+        # (Compose.set_random_seed gives each transform its own generator with the same seed,
+        # which correlates them: two p=0.5 flips would always fire together.)
+        sequence = np.random.SeedSequence([seed, index])
+        py_seed = int(sequence.generate_state(1, np.uint64)[0])
+        self.pipeline.set_random_state(np.random.default_rng(sequence), random.Random(py_seed))
+
+    def _check_sample(self, index: int, name: str, image: np.ndarray, mask: np.ndarray) -> None:
+        if image.ndim != 3 or image.shape[2] != 3 or image.dtype != np.uint8:
+            raise DataError(f"{name}: expected an HxWx3 uint8 image, got {image.dtype} {image.shape}")
+        if mask.dtype.kind not in "iu":
+            raise DataError(f"{self.mask_path(index)}: mask holds {mask.dtype} values, not integer class indices")
+        if mask.shape != image.shape[:2]:
+            raise DataError(
+                f"{self.mask_path(index)}: mask is {mask.shape[0]}x{mask.shape[1]} "
+                f"but its image is {image.shape[0]}x{image.shape[1]}"
+            )
+        bad = self._bad_mask_values(mask)
+        if bad:
+            raise DataError(
+                f"{self.mask_path(index)}: mask values {bad} outside [0, {self.num_classes}) "
+                f"(ignore_index {self.ignore_index})"
+            )
+
+    def _bad_mask_values(self, mask: np.ndarray) -> list[int]:
+        if mask.dtype == np.uint8:  # bincount over 256 bins is much cheaper than sorting
+            present = np.flatnonzero(np.bincount(mask.ravel(), minlength=256))
+        else:
+            present = np.unique(mask)
+        outside = (present < 0) | (present >= self.num_classes)
+        return [int(v) for v in present[outside] if v != self.ignore_index]
+
+    @staticmethod
+    def _mask_tensor(mask) -> torch.Tensor:
+        if isinstance(mask, torch.Tensor):  # a ToTensorV2 in the pipeline
+            return mask.to(torch.int64)
+        # Flips return negative-stride views, which torch cannot wrap: copy to contiguous.
+        return torch.from_numpy(np.ascontiguousarray(mask, dtype=np.int64))
+
+    def _image_tensor(self, image) -> torch.Tensor:
+        if isinstance(image, np.ndarray):  # HxWxC -> CxHxW; a ToTensorV2 already did this
+            image = torch.from_numpy(np.ascontiguousarray(image.transpose(2, 0, 1)))
+        if image.dtype != torch.uint8:
+            raise ConfigError(
+                f"the pipeline of {type(self).__name__} turned the image into {image.dtype}; keep it uint8 "
+                "(no Normalize/ToFloat): the task normalises images on the device"
+            )
+        return image

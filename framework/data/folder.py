@@ -1,0 +1,182 @@
+"""Datasets read from folders: the Pascal VOC layout, and any images/ + masks/ pair of folders.
+
+Folders, split files and image/mask pairing are checked when the dataset is built, so a wrong
+path fails at startup naming the path, not hours later in a worker. Images are decoded with
+OpenCV (faster than PIL for JPEG); masks hold class indices, either as palette PNGs or as
+single-channel PNGs.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+
+import cv2
+import numpy as np
+from PIL import Image, UnidentifiedImageError
+
+from framework.data.base import SegmentationDataset
+from framework.errors import DataError
+from framework.registry import DATASETS
+
+VOC_CLASSES = (
+    "background", "aeroplane", "bicycle", "bird", "boat", "bottle", "bus", "car", "cat", "chair",
+    "cow", "diningtable", "dog", "horse", "motorbike", "person", "pottedplant", "sheep", "sofa",
+    "train", "tvmonitor",
+)  # fmt: skip
+IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff")
+MAX_NAMES_IN_MESSAGE = 5
+
+
+def read_rgb_image(path: str) -> np.ndarray:
+    image = cv2.imread(path, cv2.IMREAD_COLOR)
+    if image is None:
+        raise DataError(f"{path}: cannot read image (missing, corrupt or not an image)")
+    return cv2.cvtColor(image, cv2.COLOR_BGR2RGB)
+
+
+def read_index_mask(path: str) -> np.ndarray:
+    """HxW class indices from a palette ("P") PNG or a single-channel PNG."""
+    try:
+        with Image.open(path) as mask:
+            if mask.mode == "P":  # the pixel values are palette indices, i.e. the classes
+                return np.asarray(mask)
+    except (OSError, UnidentifiedImageError) as err:
+        raise DataError(f"{path}: cannot read mask ({err})") from err
+    mask = cv2.imread(path, cv2.IMREAD_UNCHANGED)
+    if mask is None:
+        raise DataError(f"{path}: cannot read mask")
+    if mask.ndim != 2:
+        raise DataError(
+            f"{path}: mask has {mask.shape[2]} channels; masks must hold class indices, "
+            "as a palette PNG or a single-channel PNG, not colours"
+        )
+    return mask
+
+
+def require_dir(path: str) -> str:
+    if not os.path.isdir(path):
+        raise DataError(f"data folder not found: {path}")
+    return path
+
+
+def read_split_file(path: str) -> list[str]:
+    """Sample names, one per line (the first word of each line, as VOC's files have)."""
+    if not os.path.isfile(path):
+        raise DataError(f"split file not found: {path}")
+    with open(path) as f:
+        names = [line.split()[0] for line in f if line.strip()]
+    if not names:
+        raise DataError(f"split file lists no samples: {path}")
+    return names
+
+
+def files_by_stem(folder: str, suffixes: Iterable[str]) -> dict[str, str]:
+    """{stem: file name} of the files in `folder` ending in one of `suffixes` (case-insensitive).
+
+    A suffix may be longer than an extension (`_mask.png`); the stem is what precedes it.
+    """
+    suffixes = tuple(s.lower() for s in suffixes)
+    found: dict[str, str] = {}
+    for entry in os.scandir(folder):
+        suffix = next((s for s in suffixes if entry.name.lower().endswith(s)), None)
+        if suffix is None or not entry.is_file():
+            continue
+        stem = entry.name[: -len(suffix)]
+        if stem in found:
+            raise DataError(f"{folder}: both {found[stem]} and {entry.name} are named {stem}; keep one")
+        found[stem] = entry.name
+    return found
+
+
+def require_all(names: Iterable[str], found: dict[str, str], what: str, folder: str) -> None:
+    missing = [n for n in names if n not in found]
+    if missing:
+        shown = ", ".join(missing[:MAX_NAMES_IN_MESSAGE]) + (", ..." if len(missing) > MAX_NAMES_IN_MESSAGE else "")
+        raise DataError(f"{folder}: no {what} for {len(missing)} sample(s): {shown}")
+
+
+class _FolderDataset(SegmentationDataset):
+    """Pairs of image and mask files; names and file names kept as numpy string arrays."""
+
+    def _set_samples(self, names: list[str], image_files: list[str], mask_files: list[str]) -> None:
+        # numpy string arrays, not lists of str: workers touching Python objects would copy them.
+        self.names = np.array(names)
+        self.image_files = np.array(image_files)
+        self.mask_files = np.array(mask_files)
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def image_path(self, index: int) -> str:
+        return os.path.join(self.image_dir, str(self.image_files[index]))
+
+    def mask_path(self, index: int) -> str:
+        return os.path.join(self.mask_dir, str(self.mask_files[index]))
+
+    def load_sample(self, index: int) -> tuple[np.ndarray, np.ndarray, str]:
+        return read_rgb_image(self.image_path(index)), read_index_mask(self.mask_path(index)), str(self.names[index])
+
+
+@DATASETS.register()
+class VOCSegmentation(_FolderDataset):
+    """Pascal VOC: root/JPEGImages/<id>.jpg, root/SegmentationClass/<id>.png and the ids of
+    root/ImageSets/Segmentation/<split>.txt."""
+
+    def __init__(
+        self,
+        root: str,
+        split: str = "train",
+        classes: Sequence[str] = VOC_CLASSES,
+        pipeline: Sequence = (),
+        ignore_index: int = 255,
+        palette: Sequence[Sequence[int]] | None = None,
+    ):
+        # The base class's default palette is VOC's own colour map.
+        super().__init__(pipeline=pipeline, classes=classes, ignore_index=ignore_index, palette=palette)
+        root = require_dir(os.path.expanduser(str(root)))
+        self.image_dir = require_dir(os.path.join(root, "JPEGImages"))
+        self.mask_dir = require_dir(os.path.join(root, "SegmentationClass"))
+        ids = read_split_file(os.path.join(root, "ImageSets", "Segmentation", f"{split}.txt"))
+        require_all(ids, files_by_stem(self.image_dir, [".jpg"]), "image (.jpg)", self.image_dir)
+        require_all(ids, files_by_stem(self.mask_dir, [".png"]), "mask (.png)", self.mask_dir)
+        self._set_samples(ids, [f"{i}.jpg" for i in ids], [f"{i}.png" for i in ids])
+
+
+@DATASETS.register()
+class ImageMaskFolder(_FolderDataset):
+    """root/<img_dir>/<name>.<jpg|png|...> paired with root/<mask_dir>/<name><mask_suffix>.
+
+    Without `split_file` every image is a sample; with it (a path relative to root, or
+    absolute), only the names it lists, one per line.
+    """
+
+    def __init__(
+        self,
+        root: str,
+        classes: Sequence[str],
+        img_dir: str = "images",
+        mask_dir: str = "masks",
+        img_suffix: str | None = None,
+        mask_suffix: str = ".png",
+        split_file: str | None = None,
+        pipeline: Sequence = (),
+        ignore_index: int = 255,
+        palette: Sequence[Sequence[int]] | None = None,
+    ):
+        super().__init__(pipeline=pipeline, classes=classes, ignore_index=ignore_index, palette=palette)
+        root = require_dir(os.path.expanduser(str(root)))
+        self.image_dir = require_dir(os.path.join(root, img_dir))
+        self.mask_dir = require_dir(os.path.join(root, mask_dir))
+        images = files_by_stem(self.image_dir, IMAGE_SUFFIXES if img_suffix is None else [img_suffix])
+        masks = files_by_stem(self.mask_dir, [mask_suffix])
+        if not images:
+            raise DataError(f"{self.image_dir}: no images (looked for {img_suffix or ', '.join(IMAGE_SUFFIXES)})")
+        if split_file is None:
+            names = sorted(images)
+            require_all(sorted(masks), images, "image", self.image_dir)
+        else:
+            names = read_split_file(os.path.join(root, os.path.expanduser(split_file)))
+            require_all(names, images, "image", self.image_dir)
+        require_all(names, masks, f"mask ({mask_suffix})", self.mask_dir)
+        self._set_samples(names, [images[n] for n in names], [masks[n] for n in names])

@@ -1,0 +1,182 @@
+"""Segmentation losses: `forward(logits, target) -> scalar`, each with a short `name` for logs.
+
+Pixels labelled `ignore_index` count nowhere: neither in the loss nor in its normalisation.
+A batch whose pixels are all ignored gives a loss of 0 with zero gradients, instead of the
+0/0 = NaN that `F.cross_entropy(reduction="mean")` would return and that would poison the weights.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from framework.registry import LOSSES
+
+
+def _safe_mean(total: torch.Tensor, count: torch.Tensor) -> torch.Tensor:
+    # count is 0 only when every pixel is ignored, and then total is 0 as well.
+    return total / count.clamp_min(torch.finfo(total.dtype).tiny)
+
+
+def _binary_logits(logits: torch.Tensor, loss_name: str) -> torch.Tensor:
+    """N x 1 x H x W or N x H x W logits -> N x H x W."""
+    if logits.dim() == 4:
+        if logits.shape[1] != 1:
+            raise ValueError(
+                f"{loss_name} expects one logit channel (N x 1 x H x W), got {tuple(logits.shape)}; "
+                "use a multiclass loss for several classes"
+            )
+        return logits[:, 0]
+    return logits
+
+
+@LOSSES.register()
+class CrossEntropyLoss(nn.Module):
+    """Softmax cross-entropy; logits N x C x H x W, target N x H x W int64 class ids.
+
+    `weight` (one float per class) is a non-persistent buffer: it follows `.to(device)` but is
+    configuration, not state, so it stays out of checkpoints.
+    """
+
+    name = "ce"
+
+    def __init__(self, weight: list[float] | None = None, ignore_index: int = 255, label_smoothing: float = 0.0):
+        super().__init__()
+        if not 0.0 <= label_smoothing <= 1.0:
+            raise ValueError(f"label_smoothing must be in [0, 1], got {label_smoothing}")
+        self.ignore_index = ignore_index
+        self.label_smoothing = label_smoothing
+        class_weight = None if weight is None else torch.as_tensor(weight, dtype=torch.float32)
+        self.register_buffer("weight", class_weight, persistent=False)
+
+    def forward(self, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        if self.weight is not None and self.weight.numel() != logits.shape[1]:
+            raise ValueError(f"{self.name}: {self.weight.numel()} class weights for {logits.shape[1]} classes")
+        total = F.cross_entropy(
+            logits,
+            target,
+            weight=self.weight,
+            ignore_index=self.ignore_index,
+            label_smoothing=self.label_smoothing,
+            reduction="sum",
+        )
+        # F.cross_entropy's "mean" divides by the summed weight of the non-ignored pixels.
+        valid = target != self.ignore_index
+        if self.weight is None:
+            count = valid.sum()
+        else:
+            count = (self.weight[torch.where(valid, target, 0)] * valid).sum()
+        return _safe_mean(total, count.to(total.dtype))
+
+
+@LOSSES.register()
+class BCEWithLogitsLoss(nn.Module):
+    """Binary cross-entropy on logits (stable, autocast-safe) for binary masks.
+
+    logits N x 1 x H x W or N x H x W; target N x H x W holding 0, 1 or `ignore_index`.
+    `pos_weight` (a float) scales the loss of foreground pixels.
+    """
+
+    name = "bce"
+
+    def __init__(self, pos_weight: float | None = None, ignore_index: int = 255):
+        super().__init__()
+        self.ignore_index = ignore_index
+        positive_weight = None if pos_weight is None else torch.tensor(float(pos_weight))
+        self.register_buffer("pos_weight", positive_weight, persistent=False)
+
+    def forward(self, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        logits = _binary_logits(logits, type(self).__name__)
+        valid = target != self.ignore_index
+        per_pixel = F.binary_cross_entropy_with_logits(
+            logits,
+            torch.where(valid, target, 0).to(logits.dtype),
+            pos_weight=self.pos_weight,
+            reduction="none",
+        )
+        return _safe_mean((per_pixel * valid).sum(), valid.sum().to(per_pixel.dtype))
+
+
+@LOSSES.register()
+class DiceLoss(nn.Module):
+    """1 - Dice coefficient of the predicted probabilities, over the whole batch.
+
+    "multiclass": softmax over N x C x H x W logits, one Dice per class, averaged over all
+    classes (a class absent from both target and prediction scores close to 1, thanks to
+    `smooth`). "binary": sigmoid of N x 1 x H x W (or N x H x W) logits, one Dice.
+    """
+
+    name = "dice"
+    modes = ("multiclass", "binary")
+
+    def __init__(self, mode: str = "multiclass", ignore_index: int = 255, smooth: float = 1.0):
+        super().__init__()
+        if mode not in self.modes:
+            raise ValueError(f"unknown mode {mode!r}; choose one of {', '.join(map(repr, self.modes))}")
+        self.mode = mode
+        self.ignore_index = ignore_index
+        self.smooth = smooth
+
+    def forward(self, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        valid = target != self.ignore_index
+        target = torch.where(valid, target, 0)
+        # float32 sums: under float16 autocast a sum over a batch of pixels overflows 65504.
+        logits = logits.float()
+        if self.mode == "binary":
+            probs = torch.sigmoid(_binary_logits(logits, type(self).__name__))
+            truth = target.to(probs.dtype)
+            pixel_dims: tuple[int, ...] = (0, 1, 2)
+        else:
+            probs = logits.softmax(dim=1)
+            truth = F.one_hot(target, logits.shape[1]).permute(0, 3, 1, 2).to(probs.dtype)
+            valid = valid.unsqueeze(1)
+            pixel_dims = (0, 2, 3)
+        probs, truth = probs * valid, truth * valid
+        intersection = (probs * truth).sum(pixel_dims)
+        cardinality = probs.sum(pixel_dims) + truth.sum(pixel_dims)
+        dice = (2 * intersection + self.smooth) / (cardinality + self.smooth)
+        return 1 - dice.mean()
+
+
+@LOSSES.register()
+class CombinedLoss(nn.Module):
+    """Weighted sum of built losses, e.g. 1.0 * ce + 0.5 * dice.
+
+    `terms()` returns each weighted term under `loss_<name>` for logging (loss_ce, loss_dice;
+    a repeated name gets a suffix: loss_ce, loss_ce_1); forward is their sum.
+    """
+
+    name = "loss"
+
+    def __init__(self, losses: list[nn.Module], weights: list[float] | None = None):
+        super().__init__()
+        if not losses or not all(isinstance(loss, nn.Module) for loss in losses):
+            raise ValueError(f"losses must be a non-empty list of loss nodes, got {losses!r}")
+        if weights is None:
+            weights = [1.0] * len(losses)
+        if len(weights) != len(losses):
+            raise ValueError(f"{len(losses)} losses but {len(weights)} weights; give one weight per loss")
+        self.losses = nn.ModuleList(losses)
+        self.weights = [float(w) for w in weights]
+        self.term_names = _unique_names([f"loss_{getattr(loss, 'name', type(loss).__name__.lower())}" for loss in losses])
+
+    def terms(self, logits: torch.Tensor, target: torch.Tensor) -> dict[str, torch.Tensor]:
+        return {
+            term: weight * loss(logits, target)
+            for term, weight, loss in zip(self.term_names, self.weights, self.losses)
+        }
+
+    def forward(self, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        return sum(self.terms(logits, target).values())
+
+
+def _unique_names(names: list[str]) -> list[str]:
+    unique: list[str] = []
+    for name in names:
+        candidate, suffix = name, 0
+        while candidate in unique:
+            suffix += 1
+            candidate = f"{name}_{suffix}"
+        unique.append(candidate)
+    return unique

@@ -1,0 +1,55 @@
+"""Metric: accumulates summable tensor states on the device, turns them into floats at the end.
+
+Every state is a SUM over batches, so under DDP each rank accumulates its own share and one
+`all_reduce(SUM)` per state (`sync`) gives the totals over the whole dataset; no predictions
+are gathered. Call `sync` once per evaluation, after the last `update` and before `compute`,
+on every rank (a second sync would add the totals again).
+
+    metric.reset()
+    for batch in loader:
+        metric.update(task.val_step(batch))
+    metric.sync(lambda t: dist.all_reduce(t))   # only under DDP
+    values = metric.compute()                    # {"mIoU": 0.71, ...}
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any, Callable
+
+import torch
+
+
+class Metric(ABC):
+    def __init__(self) -> None:
+        self._defaults: dict[str, torch.Tensor] = {}
+
+    def add_state(self, name: str, default: torch.Tensor) -> None:
+        """Declare a summable state; it starts as (and `reset` restores) a copy of `default`."""
+        self._defaults[name] = default.detach().clone()
+        setattr(self, name, default.detach().clone())
+
+    def states(self) -> dict[str, torch.Tensor]:
+        return {name: getattr(self, name) for name in self._defaults}
+
+    def reset(self) -> None:
+        for name, default in self._defaults.items():
+            setattr(self, name, default.to(getattr(self, name).device, copy=True))
+
+    def to(self, device: torch.device | str) -> "Metric":
+        for name, state in self.states().items():
+            setattr(self, name, state.to(device))
+        return self
+
+    def sync(self, all_reduce: Callable[[torch.Tensor], Any]) -> None:
+        """Sum every state over the ranks in place; `all_reduce` is e.g. `torch.distributed.all_reduce`."""
+        for state in self.states().values():
+            all_reduce(state)
+
+    @abstractmethod
+    def update(self, outputs: dict[str, Any]) -> None:
+        """Add one batch; `outputs` is what the task's val_step returned. No host syncs here."""
+
+    @abstractmethod
+    def compute(self) -> dict[str, float]:
+        """The metric values as python floats (the only place they reach the host)."""

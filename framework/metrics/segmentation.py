@@ -1,0 +1,69 @@
+"""Semantic segmentation metrics from a confusion matrix accumulated on the device."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from framework.metrics.base import Metric
+from framework.registry import METRICS
+
+
+@METRICS.register()
+class SegmentationMetrics(Metric):
+    """mIoU, mAcc, aAcc and per-class IoU / Acc, as fractions in [0, 1].
+
+    Reads `outputs["pred"]` and `outputs["target"]` (N x H x W int64 class ids; target pixels
+    equal to `ignore_index` are skipped). Predictions must be class ids in [0, num_classes).
+
+    Keys: `mIoU`, `mAcc`, `aAcc`, `IoU.<class>`, `Acc.<class>` (class names default to "0", "1", ...).
+    - IoU.c = TP / (TP + FP + FN); Acc.c = TP / (TP + FN) (per-class recall); aAcc = correct / all pixels.
+    - A class with no pixels in the ground truth AND none in the predictions has IoU NaN and is
+      left out of mIoU. A class with no ground-truth pixel has Acc NaN (recall is undefined) and
+      is left out of mAcc, as in mmsegmentation; torchmetrics instead reports 0 for such classes,
+      and counts a 0 Acc for a class that is predicted but absent from the ground truth.
+    """
+
+    def __init__(self, num_classes: int, ignore_index: int = 255, class_names: list[str] | None = None):
+        super().__init__()
+        if num_classes < 1:
+            raise ValueError(f"num_classes must be >= 1, got {num_classes}")
+        if class_names is not None and len(class_names) != num_classes:
+            raise ValueError(f"{len(class_names)} class_names for num_classes={num_classes}")
+        self.num_classes = num_classes
+        self.ignore_index = ignore_index
+        self.class_names = [str(name) for name in class_names] if class_names else [str(c) for c in range(num_classes)]
+        # confusion[t, p]: pixels of ground-truth class t predicted as class p.
+        self.add_state("confusion", torch.zeros(num_classes, num_classes, dtype=torch.int64))
+
+    def update(self, outputs: dict[str, Any]) -> None:
+        pred, target = outputs["pred"], outputs["target"]
+        if pred.shape != target.shape:
+            raise ValueError(f"pred {tuple(pred.shape)} and target {tuple(target.shape)} differ in shape")
+        self.to(target.device)
+        valid = target != self.ignore_index
+        cells = target[valid] * self.num_classes + pred[valid]
+        counts = torch.bincount(cells, minlength=self.num_classes**2)
+        if counts.numel() > self.num_classes**2:  # bincount grew its output for an out-of-range id
+            raise ValueError(
+                f"a target label (other than ignore_index={self.ignore_index}) or a prediction "
+                f"is >= num_classes={self.num_classes}"
+            )
+        self.confusion += counts.view(self.num_classes, self.num_classes)
+
+    def compute(self) -> dict[str, float]:
+        confusion = self.confusion.double()
+        true_positive = confusion.diagonal()
+        in_target = confusion.sum(dim=1)
+        in_pred = confusion.sum(dim=0)
+        nan = torch.tensor(float("nan"), dtype=confusion.dtype, device=confusion.device)
+        union = in_target + in_pred - true_positive
+        iou = torch.where(union > 0, true_positive / union, nan)
+        acc = torch.where(in_target > 0, true_positive / in_target, nan)
+        summary = torch.stack([iou.nanmean(), acc.nanmean(), true_positive.sum() / confusion.sum()])
+        mean_iou, mean_acc, overall_acc = summary.tolist()
+        values = {"mIoU": mean_iou, "mAcc": mean_acc, "aAcc": overall_acc}
+        values.update({f"IoU.{name}": v for name, v in zip(self.class_names, iou.tolist())})
+        values.update({f"Acc.{name}": v for name, v in zip(self.class_names, acc.tolist())})
+        return values

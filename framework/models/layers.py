@@ -1,0 +1,36 @@
+"""Building blocks shared by the networks in this package."""
+
+from __future__ import annotations
+
+from torch import nn
+
+NORMS = ("bn", "gn", "in", "none")
+
+
+def build_norm(norm: str, channels: int) -> nn.Module:
+    """A 2-d normalisation layer by short name: "bn", "gn", "in" or "none" (identity).
+
+    "gn" uses the largest group count <= 32 that divides `channels` (32 for the usual
+    power-of-two widths), so any width works. "in" is affine, like the other norms.
+    """
+    if norm == "bn":
+        return nn.BatchNorm2d(channels)
+    if norm == "gn":
+        groups = max(g for g in range(1, min(32, channels) + 1) if channels % g == 0)
+        return nn.GroupNorm(groups, channels)
+    if norm == "in":
+        return nn.InstanceNorm2d(channels, affine=True)
+    if norm == "none":
+        return nn.Identity()
+    raise ValueError(f"unknown norm {norm!r}; choose one of {', '.join(repr(n) for n in NORMS)}")
+
+
+class ConvNormAct(nn.Sequential):
+    """3x3 conv -> norm -> ReLU; the conv has no bias when a norm follows (the norm's shift replaces it)."""
+
+    def __init__(self, in_channels: int, out_channels: int, norm: str = "bn"):
+        super().__init__(
+            nn.Conv2d(in_channels, out_channels, 3, padding=1, bias=norm == "none"),
+            build_norm(norm, out_channels),
+            nn.ReLU(inplace=True),
+        )

@@ -1,0 +1,66 @@
+"""torchvision's DeepLabV3 and FCN, randomly initialised, returning plain logits.
+
+Weights are never downloaded (`weights=None, weights_backbone=None`); start from pretrained
+weights by loading a local file. The torchvision model is `self.net`, so `self.net.backbone`
+holds the ResNet's layers (conv1 ... layer4, without avgpool/fc).
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+from torch import nn
+from torchvision.models import segmentation
+
+from framework.registry import MODELS
+
+
+class _TorchvisionSegmentation(nn.Module):
+    """Wraps a torchvision segmentation model so that forward returns the `out` logits only.
+
+    With aux_loss=True torchvision adds an auxiliary FCN head on the backbone's penultimate
+    stage; forward does not use it, so its output is only reachable through `self.net(x)["aux"]`
+    and, unless a task reads it, its parameters get no gradient (which DDP rejects).
+    """
+
+    builders: dict[str, Callable] = {}
+
+    def __init__(self, num_classes: int, backbone: str, aux_loss: bool):
+        super().__init__()
+        if backbone not in self.builders:
+            raise ValueError(f"unknown backbone {backbone!r}; choose one of {', '.join(map(repr, self.builders))}")
+        self.net = self.builders[backbone](weights=None, weights_backbone=None, num_classes=num_classes, aux_loss=aux_loss)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x)["out"]
+
+
+@MODELS.register()
+class DeepLabV3(_TorchvisionSegmentation):
+    """DeepLabV3: logits N x num_classes x H x W (output stride 8 for ResNets, 16 for MobileNetV3).
+
+    The ASPP image-pooling branch has a BatchNorm on a 1 x 1 map: train with batch size >= 2.
+    """
+
+    builders = {
+        "resnet50": segmentation.deeplabv3_resnet50,
+        "resnet101": segmentation.deeplabv3_resnet101,
+        "mobilenet_v3_large": segmentation.deeplabv3_mobilenet_v3_large,
+    }
+
+    def __init__(self, num_classes: int, backbone: str = "resnet50", aux_loss: bool = False):
+        super().__init__(num_classes, backbone, aux_loss)
+
+
+@MODELS.register()
+class FCN(_TorchvisionSegmentation):
+    """FCN (output stride 8): logits N x num_classes x H x W."""
+
+    builders = {
+        "resnet50": segmentation.fcn_resnet50,
+        "resnet101": segmentation.fcn_resnet101,
+    }
+
+    def __init__(self, num_classes: int, backbone: str = "resnet50", aux_loss: bool = False):
+        super().__init__(num_classes, backbone, aux_loss)

@@ -1,0 +1,139 @@
+import pytest
+import torch
+import torch.nn.functional as F
+
+from framework.errors import ConfigError
+from framework.losses import BCEWithLogitsLoss, CombinedLoss, CrossEntropyLoss, DiceLoss
+from framework.registry import LOSSES
+
+IGNORE = 255
+
+
+def multiclass_batch(num_classes=4, seed=0):
+    generator = torch.Generator().manual_seed(seed)
+    logits = torch.randn(2, num_classes, 8, 8, generator=generator, requires_grad=True)
+    target = torch.randint(0, num_classes, (2, 8, 8), generator=generator)
+    target[0, :3] = IGNORE
+    return logits, target
+
+
+def binary_batch(seed=0):
+    generator = torch.Generator().manual_seed(seed)
+    logits = torch.randn(2, 1, 8, 8, generator=generator, requires_grad=True)
+    target = torch.randint(0, 2, (2, 8, 8), generator=generator)
+    target[1, :, :2] = IGNORE
+    return logits, target
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [{}, {"weight": [1.0, 2.0, 0.5, 3.0]}, {"label_smoothing": 0.1}, {"weight": [1.0, 2.0, 0.5, 3.0], "label_smoothing": 0.2}],
+)
+def test_cross_entropy_matches_functional(kwargs):
+    logits, target = multiclass_batch()
+    weight = torch.tensor(kwargs["weight"]) if "weight" in kwargs else None
+    expected = F.cross_entropy(
+        logits, target, weight=weight, ignore_index=IGNORE, label_smoothing=kwargs.get("label_smoothing", 0.0)
+    )
+    loss = CrossEntropyLoss(**kwargs)
+    assert loss.name == "ce"
+    torch.testing.assert_close(loss(logits, target), expected)
+
+
+def test_cross_entropy_weight_is_a_buffer_outside_the_state_dict():
+    loss = CrossEntropyLoss(weight=[1.0, 2.0]).to(torch.float64)
+    assert loss.weight.dtype == torch.float64 and "weight" in dict(loss.named_buffers())
+    assert "weight" not in loss.state_dict()
+
+
+def test_all_ignored_batch_gives_zero_loss_and_finite_gradients():
+    logits, target = multiclass_batch()
+    target.fill_(IGNORE)
+    for loss in (CrossEntropyLoss(weight=[1.0, 2.0, 0.5, 3.0]), DiceLoss()):
+        value = loss(logits, target)
+        value.backward()
+        assert torch.isfinite(value) and torch.isfinite(logits.grad).all()
+    binary_logits, binary_target = binary_batch()
+    binary_target.fill_(IGNORE)
+    value = BCEWithLogitsLoss()(binary_logits, binary_target)
+    value.backward()
+    assert value.item() == 0.0 and torch.isfinite(binary_logits.grad).all()
+
+
+@pytest.mark.parametrize("pos_weight", [None, 3.0])
+@pytest.mark.parametrize("squeeze_channel", [False, True])
+def test_bce_matches_functional_on_valid_pixels(pos_weight, squeeze_channel):
+    logits, target = binary_batch()
+    valid = target != IGNORE
+    expected = F.binary_cross_entropy_with_logits(
+        logits[:, 0][valid],
+        target[valid].float(),
+        pos_weight=None if pos_weight is None else torch.tensor(pos_weight),
+    )
+    loss = BCEWithLogitsLoss(pos_weight=pos_weight)
+    assert loss.name == "bce"
+    torch.testing.assert_close(loss(logits[:, 0] if squeeze_channel else logits, target), expected)
+
+
+def test_bce_rejects_several_channels():
+    with pytest.raises(ValueError, match=r"one logit channel.*\(2, 3, 4, 4\)"):
+        BCEWithLogitsLoss()(torch.randn(2, 3, 4, 4), torch.zeros(2, 4, 4, dtype=torch.int64))
+
+
+def test_multiclass_dice_matches_direct_computation():
+    logits, target = multiclass_batch()
+    valid = (target != IGNORE).unsqueeze(1)
+    probs = logits.softmax(1) * valid
+    one_hot = F.one_hot(target.clamp(max=3), 4).permute(0, 3, 1, 2).float() * valid
+    intersection = (probs * one_hot).sum((0, 2, 3))
+    dice = (2 * intersection + 1.0) / (probs.sum((0, 2, 3)) + one_hot.sum((0, 2, 3)) + 1.0)
+    loss = DiceLoss(mode="multiclass", smooth=1.0)
+    assert loss.name == "dice"
+    torch.testing.assert_close(loss(logits, target), 1 - dice.mean())
+
+
+def test_binary_dice_matches_direct_computation():
+    logits, target = binary_batch()
+    valid = target != IGNORE
+    probs = torch.sigmoid(logits[:, 0])[valid]
+    truth = target[valid].float()
+    expected = 1 - (2 * (probs * truth).sum() + 0.5) / (probs.sum() + truth.sum() + 0.5)
+    torch.testing.assert_close(DiceLoss(mode="binary", smooth=0.5)(logits, target), expected)
+
+
+def test_perfect_prediction_has_near_zero_dice_loss():
+    target = torch.randint(0, 3, (2, 8, 8))
+    logits = 50.0 * F.one_hot(target, 3).permute(0, 3, 1, 2).float()
+    assert DiceLoss()(logits, target).item() < 1e-6
+
+
+def test_dice_rejects_unknown_mode():
+    with pytest.raises(ValueError, match=r"'softmax'.*'multiclass', 'binary'"):
+        DiceLoss(mode="softmax")
+
+
+def test_combined_loss_built_from_nested_nodes():
+    loss = LOSSES.build(
+        {"type": "CombinedLoss", "losses": [{"type": "CrossEntropyLoss"}, {"type": "DiceLoss"}], "weights": [1.0, 0.5]}
+    )
+    logits, target = multiclass_batch()
+    ce = F.cross_entropy(logits, target, ignore_index=IGNORE)
+    dice = DiceLoss()(logits, target)
+    terms = loss.terms(logits, target)
+    assert list(terms) == ["loss_ce", "loss_dice"]
+    torch.testing.assert_close(terms["loss_ce"], ce)
+    torch.testing.assert_close(terms["loss_dice"], 0.5 * dice)
+    torch.testing.assert_close(loss(logits, target), ce + 0.5 * dice)
+
+
+def test_combined_loss_gives_repeated_names_distinct_keys():
+    loss = CombinedLoss([CrossEntropyLoss(), CrossEntropyLoss(label_smoothing=0.1), DiceLoss()])
+    logits, target = multiclass_batch()
+    assert list(loss.terms(logits, target)) == ["loss_ce", "loss_ce_1", "loss_dice"]
+
+
+def test_combined_loss_length_mismatch_names_both_lengths():
+    with pytest.raises(ValueError, match=r"2 losses but 3 weights"):
+        CombinedLoss([CrossEntropyLoss(), DiceLoss()], weights=[1.0, 1.0, 1.0])
+    with pytest.raises(ConfigError, match=r"loss \(CombinedLoss\): 1 losses but 2 weights"):
+        LOSSES.build({"type": "CombinedLoss", "losses": [{"type": "DiceLoss"}], "weights": [1, 2]}, path="loss")
