@@ -13,6 +13,8 @@ A task never calls backward, zero_grad or an optimizer's step: `optim.step(loss,
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 from torch import nn
 
 
@@ -30,4 +32,31 @@ class Task(nn.Module):
         pass
 
     def networks(self) -> dict[str, nn.Module]:
-        return {name: module for name, module in self.named_children() if any(p.requires_grad for p in module.parameters())}
+        """Submodules with trainable parameters (an EMA copy or a loss has none)."""
+        return {name: module for name, module in self.named_children()
+                if any(p.requires_grad for p in module.parameters())}
+
+
+def unwrap(module: nn.Module) -> nn.Module:
+    """The network inside a DistributedDataParallel wrapper (the module itself otherwise)."""
+    from torch.nn.parallel import DistributedDataParallel
+
+    return module.module if isinstance(module, DistributedDataParallel) else module
+
+
+@contextmanager
+def frozen(module: nn.Module):
+    """Use a network without training it: yields the unwrapped network with requires_grad off.
+
+    A GAN's generator step runs the discriminator this way, so D's parameters collect no
+    gradients and D's DDP wrapper (whose gradient hooks expect every parameter) is bypassed.
+    """
+    network = unwrap(module)
+    flags = [(p, p.requires_grad) for p in network.parameters()]
+    for p, _ in flags:
+        p.requires_grad_(False)
+    try:
+        yield network
+    finally:
+        for p, flag in flags:
+            p.requires_grad_(flag)
