@@ -44,6 +44,17 @@ DEFAULTS: dict[str, Any] = {
     "optimizers": None,  # several, by name: {generator: {...}, discriminator: {...}}
     "metrics": [],
     "hooks": [],  # extra hooks: [{type: MyHook, ...}]
+    "sync_bn": False,  # BatchNorm statistics over all processes (multi-process runs only)
+    "amp": {
+        "enabled": False,
+        "dtype": "float16",  # float16 (with a GradScaler) or bfloat16 (no scaler; works on CPU)
+    },
+    "dist": {
+        "backend": "auto",  # auto: nccl on CUDA, gloo on CPU
+        "timeout": 1800,  # seconds a collective may wait before every rank fails
+        "find_unused_parameters": False,  # slow escape hatch for networks that skip layers
+        "broadcast_buffers": True,
+    },
     "train": {
         "max_iters": None,
         "max_epochs": None,  # alternative to max_iters
@@ -56,10 +67,11 @@ DEFAULTS: dict[str, Any] = {
         "best_mode": "max",
         "vis_images": 4,  # images written to TensorBoard per evaluation
         "progress_bar": "auto",  # auto: only when attached to a terminal
+        "accumulate": 1,  # micro-batches per optimizer step (gradient accumulation)
     },
 }
 
-SECTIONS_WITH_FIXED_KEYS = ("train",)
+SECTIONS_WITH_FIXED_KEYS = ("train", "amp", "dist")
 
 
 # ----------------------------------------------------------------------------- loading

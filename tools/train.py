@@ -9,8 +9,11 @@ import argparse
 import os
 import sys
 
+from torch.distributed.elastic.multiprocessing.errors import record
+
 from framework.config import default_work_dir, load_config
 from framework.engine.cli import run
+from framework.engine.dist import destroy_distributed, init_distributed
 from framework.engine.runner import build_trainer, setup_logging
 
 
@@ -32,10 +35,19 @@ def main(args: argparse.Namespace) -> None:
         args.resume = True
     cfg = load_config(args.config, args.overrides)
     cfg.work_dir = args.work_dir or cfg.work_dir or default_work_dir(args.config)
-    setup_logging(cfg.work_dir)
-    trainer = build_trainer(cfg, cfg.work_dir, resume=args.resume)
-    trainer.fit()
+    try:
+        init_distributed(cfg.dist.backend, cfg.dist.timeout)  # under torchrun; first, so logs know the rank
+        setup_logging(cfg.work_dir)
+        trainer = build_trainer(cfg, cfg.work_dir, resume=args.resume)
+        trainer.fit()
+    finally:
+        destroy_distributed()
+
+
+@record  # under torchrun, the failing rank's error is reported in torchrun's summary
+def entry() -> int:
+    return run(main, parse_args())
 
 
 if __name__ == "__main__":
-    sys.exit(run(main, parse_args()))
+    sys.exit(entry())

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Mapping
+from contextlib import ExitStack, contextmanager
 
 import torch
 from torch import nn
@@ -36,15 +37,25 @@ ENTRY_KEYS = ("params", "scheduler", "clip_grad")
 
 
 class Optimizers:
-    """The named optimizers of a run with their schedulers and gradient clipping."""
+    """The named optimizers of a run with their schedulers, gradient clipping, AMP loss
+    scaling and gradient accumulation.
+
+    One GradScaler serves every optimizer (float16 AMP): each `scaler.step(opt)` skips that
+    optimizer's step when its gradients hold inf/NaN, and the scale is updated once per
+    iteration in `end_iteration()`. Gradients are unscaled before clipping.
+    """
 
     def __init__(self, optimizers: dict[str, torch.optim.Optimizer],
                  clip_grad: dict[str, dict] | None = None,
-                 schedulers: dict[str, torch.optim.lr_scheduler.LRScheduler] | None = None):
+                 schedulers: dict[str, torch.optim.lr_scheduler.LRScheduler] | None = None,
+                 scaler: torch.amp.GradScaler | None = None):
         self.optimizers = optimizers
         self.clip_grad = clip_grad or {}
         self.schedulers = schedulers or {}
-        self.grad_norms: dict[str, torch.Tensor] = {}  # last clipped norm, on the device
+        self.scaler = scaler
+        self.ddp_networks: list = []  # DDP wrappers kept in no_sync() while accumulating
+        self.grad_norms: dict[str, torch.Tensor] = {}  # last pre-clip norm, on the device
+        self._micro_step, self._micro_steps = 0, 1
 
     @property
     def names(self) -> list[str]:
@@ -65,16 +76,52 @@ class Optimizers:
     def zero_grad(self, name: str | None = None) -> None:
         self.optimizers[self._resolve(name)].zero_grad(set_to_none=True)
 
+    @contextmanager
+    def micro_step(self, index: int, total: int):
+        """Run one of `total` micro-batches of an optimizer step (gradient accumulation).
+
+        Losses are divided by `total`; gradients are zeroed on the first micro-batch and
+        applied on the last; before the last, DDP's gradient all-reduce is skipped
+        (no_sync must cover the forward too, so it wraps the whole task step).
+        """
+        self._micro_step, self._micro_steps = index, total
+        with ExitStack() as stack:
+            if index < total - 1:
+                for network in self.ddp_networks:
+                    stack.enter_context(network.no_sync())
+            try:
+                yield
+            finally:
+                self._micro_step, self._micro_steps = 0, 1
+
     def step(self, loss: torch.Tensor, name: str | None = None) -> None:
-        """zero_grad -> backward -> clip -> step, for the optimizer `name`."""
+        """zero_grad -> backward -> (unscale) -> clip -> step, for the optimizer `name`."""
         name = self._resolve(name)
         optimizer = self.optimizers[name]
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        if self._micro_step == 0:
+            optimizer.zero_grad(set_to_none=True)
+        if self._micro_steps > 1:
+            loss = loss / self._micro_steps
+        if self.scaler is not None:
+            loss = self.scaler.scale(loss)
+        with torch.autocast(device_type=loss.device.type, enabled=False):  # backward in the forward's dtypes
+            loss.backward()
+        if self._micro_step < self._micro_steps - 1:
+            return
         clip = self.clip_grad.get(name)
         if clip:
+            if self.scaler is not None:
+                self.scaler.unscale_(optimizer)  # clip the true gradients, not the scaled ones
             self.grad_norms[name] = nn.utils.clip_grad_norm_(self.params(name), **clip)
-        optimizer.step()
+        if self.scaler is not None:
+            self.scaler.step(optimizer)
+        else:
+            optimizer.step()
+
+    def end_iteration(self) -> None:
+        """Once per iteration, after every optimizer has stepped: update the loss scale."""
+        if self.scaler is not None:
+            self.scaler.update()
 
     def step_schedulers(self) -> None:
         for scheduler in self.schedulers.values():
@@ -85,16 +132,21 @@ class Optimizers:
         return {name: opt.param_groups[0]["lr"] for name, opt in self.optimizers.items()}
 
     def state_dict(self) -> dict:
-        return {
+        state = {
             "optimizers": {n: o.state_dict() for n, o in self.optimizers.items()},
             "schedulers": {n: s.state_dict() for n, s in self.schedulers.items()},
         }
+        if self.scaler is not None:
+            state["scaler"] = self.scaler.state_dict()
+        return state
 
     def load_state_dict(self, state: Mapping) -> None:
         for name, opt in self.optimizers.items():
             opt.load_state_dict(state["optimizers"][name])
         for name, sched in self.schedulers.items():
             sched.load_state_dict(state["schedulers"][name])
+        if self.scaler is not None and "scaler" in state:
+            self.scaler.load_state_dict(state["scaler"])
 
 
 def _select_params(task: nn.Module, selector, path: str) -> list[nn.Parameter]:
@@ -115,7 +167,7 @@ def _select_params(task: nn.Module, selector, path: str) -> list[nn.Parameter]:
     return params
 
 
-def build_optimizers(cfg: Mapping, task: nn.Module, max_iters: int) -> Optimizers:
+def build_optimizers(cfg: Mapping, task: nn.Module, max_iters: int, scaler: torch.amp.GradScaler | None = None) -> Optimizers:
     """Build from the config's `optim` (one) or `optimizers` (by name) section."""
     from framework.engine.schedulers import build_scheduler
 
@@ -149,4 +201,4 @@ def build_optimizers(cfg: Mapping, task: nn.Module, max_iters: int) -> Optimizer
         if entry.get("scheduler"):
             schedulers[name] = build_scheduler(entry["scheduler"], optimizers[name], max_iters,
                                                path=f"{path}.scheduler")
-    return Optimizers(optimizers, clips, schedulers)
+    return Optimizers(optimizers, clips, schedulers, scaler)

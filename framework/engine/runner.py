@@ -15,9 +15,10 @@ from omegaconf import DictConfig, OmegaConf
 from framework.config import import_custom_modules, save_config, to_plain
 from framework.data.loader import build_dataloader
 from framework.engine import checkpoint as ckpt
-from framework.engine.dist import get_rank, get_world_size, is_main
+from framework.engine.dist import get_rank, get_world_size, init_distributed, is_main, wrap_networks
 from framework.engine.hooks import CheckpointHook, EvalHook, LoggerHook, LRSchedulerHook
 from framework.engine.optim import build_optimizers
+from framework.engine.sync_bn import convert_sync_batchnorm
 from framework.engine.trainer import Trainer
 from framework.errors import CheckpointError, ConfigError
 from framework.registry import HOOKS, METRICS, TASKS
@@ -67,6 +68,16 @@ def seed_everything(seed: int, deterministic: bool = False) -> None:
         torch.backends.cudnn.benchmark = False
 
 
+def amp_settings(amp: dict) -> torch.dtype | None:
+    """The autocast dtype, or None when AMP is off."""
+    if not amp["enabled"]:
+        return None
+    dtypes = {"float16": torch.float16, "bfloat16": torch.bfloat16}
+    if amp["dtype"] not in dtypes:
+        raise ConfigError(f"amp.dtype: must be float16 or bfloat16, got {amp['dtype']!r}")
+    return dtypes[amp["dtype"]]
+
+
 def build_task(cfg: dict, device: torch.device):
     return TASKS.build(cfg["task"], path="task").to(device)
 
@@ -114,6 +125,7 @@ def build_trainer(cfg: DictConfig, work_dir: str, resume: str | bool | None = No
     """Everything a run needs, built from the config; `resume` True means the latest checkpoint."""
     import_custom_modules(cfg)
     plain = to_plain(cfg)
+    init_distributed(plain["dist"]["backend"], plain["dist"]["timeout"])
     device = select_device(plain["device"])
     seed_everything(plain["seed"], plain["deterministic"])
     rank, world_size = get_rank(), get_world_size()
@@ -133,7 +145,14 @@ def build_trainer(cfg: DictConfig, work_dir: str, resume: str | bool | None = No
     task = build_task(plain, device)
     if plain.get("load_from"):
         load_weights(task, plain["load_from"])
-    optim = build_optimizers(plain, task, max_iters)
+    if plain["sync_bn"]:
+        for name, network in task.networks().items():
+            setattr(task, name, convert_sync_batchnorm(network, device))
+    amp_dtype = amp_settings(plain["amp"])
+    scaler = torch.amp.GradScaler(device.type) if amp_dtype == torch.float16 else None
+    optim = build_optimizers(plain, task, max_iters, scaler)
+    optim.ddp_networks = wrap_networks(task, device, plain["dist"]["find_unused_parameters"],
+                                       plain["dist"]["broadcast_buffers"])
     metrics = build_metrics(plain)
 
     writer = None
@@ -143,15 +162,20 @@ def build_trainer(cfg: DictConfig, work_dir: str, resume: str | bool | None = No
 
         writer = SummaryWriter(str(Path(work_dir) / "tensorboard"))
 
+    accumulate = train["accumulate"]
+    if not isinstance(accumulate, int) or accumulate < 1:
+        raise ConfigError(f"train.accumulate: must be a positive integer, got {accumulate!r}")
     trainer = Trainer(task, optim, train_loader, val_loader, metrics, build_hooks(plain), max_iters,
-                      work_dir, device, config_text=OmegaConf.to_yaml(cfg), writer=writer)
+                      work_dir, device, config_text=OmegaConf.to_yaml(cfg), writer=writer,
+                      accumulate=accumulate, amp_dtype=amp_dtype)
     if resume:
         path = find_resume_checkpoint(work_dir) if resume is True else Path(resume)
         trainer.load_state_dict(ckpt.load_checkpoint(path))
         logger.info(f"resumed from {path} at iteration {trainer.iter}")
 
-    batch = data["train"].get("batch_size", 8)
+    batch = train_loader.batch_size
     params = sum(p.numel() for p in task.parameters())
     logger.info(f"work_dir {work_dir}  device {device}  processes {world_size}  batch {batch} per process "
-                f"({batch * world_size} in all)  parameters {params / 1e6:.2f}M  max_iters {max_iters}")
+                f"x {accumulate} accumulated = {batch * world_size * accumulate} per step  "
+                f"parameters {params / 1e6:.2f}M  max_iters {max_iters}")
     return trainer

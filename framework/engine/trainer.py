@@ -4,10 +4,16 @@
         hook.before_train()                       for every hook, in priority order
         for iter in range(start_iter, max_iters):
             hook.before_iter()
-            batch = next(train data), moved to the device
-            step_logs = task.train_step(batch, optim)   # the task calls optim.step(loss, name)
+            for each of train.accumulate micro-batches:
+                batch = next(train data), moved to the device
+                with autocast (amp.enabled), optim.micro_step(...):
+                    step_logs = task.train_step(batch, optim)   # the task calls optim.step(loss, name)
+            optim.end_iteration()                 # one GradScaler update per iteration
             hook.after_iter()                     Logger -> LRScheduler -> Eval -> Checkpoint -> user
         hook.after_train()
+
+One iteration is one optimizer step (of every optimizer the task uses); `max_iters`, the LR
+schedules and all intervals count iterations, whatever `accumulate` is.
 
 See framework/engine/hooks.py for what each built-in hook does and when.
 """
@@ -64,7 +70,7 @@ class TrainData:
 class Trainer:
     def __init__(self, task: nn.Module, optim, train_loader, val_loader, metrics: list, hooks: list,
                  max_iters: int, work_dir: str, device: torch.device, config_text: str = "",
-                 writer=None):
+                 writer=None, accumulate: int = 1, amp_dtype: torch.dtype | None = None):
         self.task = task
         self.optim = optim
         self.data = TrainData(train_loader)
@@ -76,6 +82,8 @@ class Trainer:
         self.device = device
         self.config_text = config_text
         self.writer = writer  # a TensorBoard SummaryWriter on rank 0, None elsewhere
+        self.accumulate = accumulate
+        self.amp_dtype = amp_dtype  # None: full precision
 
         self.iter = 0  # completed iterations
         self.step_logs: dict = {}
@@ -99,14 +107,30 @@ class Trainer:
         while self.iter < self.max_iters:
             self._call_hooks("before_iter")
             start = time.perf_counter()
-            batch = move_to_device(self.data.next(), self.device)
-            fetched = time.perf_counter()
-            self.step_logs = self.task.train_step(batch, self.optim)
+            self.step_logs = self._train_iteration()
             self.iter += 1
-            self.data_time = fetched - start
             self.iter_time = time.perf_counter() - start
             self._call_hooks("after_iter")
         self._call_hooks("after_train")
+
+    def _train_iteration(self) -> dict:
+        """One optimizer step over `accumulate` micro-batches; returns the averaged step logs."""
+        summed: dict = {}
+        self.data_time = 0.0
+        for micro in range(self.accumulate):
+            fetch_start = time.perf_counter()
+            batch = move_to_device(self.data.next(), self.device)
+            self.data_time += time.perf_counter() - fetch_start
+            with self.optim.micro_step(micro, self.accumulate), \
+                    torch.autocast(self.device.type, dtype=self.amp_dtype, enabled=self.amp_dtype is not None):
+                logs = self.task.train_step(batch, self.optim)
+            for key, value in logs.items():
+                summed[key] = summed[key] + value if key in summed else value
+        self.optim.end_iteration()
+        logs = {k: v / self.accumulate for k, v in summed.items()} if self.accumulate > 1 else summed
+        logs.update({f"grad_norm_{name}" if len(self.optim.names) > 1 else "grad_norm": norm
+                     for name, norm in self.optim.grad_norms.items()})
+        return logs
 
     def evaluate(self, num_images: int = 0) -> dict[str, float]:
         """Metrics on the validation loader; the first batch's visualisation goes to TensorBoard."""

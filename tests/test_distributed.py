@@ -1,0 +1,120 @@
+"""Real multi-process training on CPU: gloo, 2 processes on 127.0.0.1, launched with torchrun."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from support import REPO, run_torchrun, run_tool, torchrun_command, free_port
+
+CONFIG = REPO / "configs/segmentation/unet_shapes.yaml"
+# A UNet without BatchNorm (statistics would differ by batch split), SGD, 5 iterations.
+NO_BN = ["device=cpu", "seed=3", "train.max_iters=5", "train.val_interval=0", "train.ckpt_interval=5",
+         "train.log_interval=1", "task.model.norm=none", "data.train.dataset.num_samples=64",
+         "data.train.dataset.size=32", "data.train.num_workers=0",
+         "optim={type: SGD, lr: 0.05, momentum: 0.9, scheduler: {type: WarmupLR, warmup_iters: 2}}"]
+
+
+def final_weights(work_dir):
+    return torch.load(work_dir / "checkpoints/iter_5.pth", weights_only=True)["task"]
+
+
+def assert_same_weights(a, b, atol=1e-5):
+    assert a.keys() == b.keys()
+    for key in a:
+        torch.testing.assert_close(a[key], b[key], atol=atol, rtol=0, msg=key)
+
+
+@pytest.fixture(scope="module")
+def one_process_batch_4(tmp_path_factory):
+    work_dir = tmp_path_factory.mktemp("ref")
+    result = run_tool("train", "--config", CONFIG, "--work-dir", work_dir, *NO_BN, "data.train.batch_size=4")
+    assert result.returncode == 0, result.stderr
+    return final_weights(work_dir)
+
+
+def test_two_processes_equal_one_process_with_double_batch(one_process_batch_4, tmp_path):
+    result = run_torchrun(2, "--config", CONFIG, "--work-dir", tmp_path, *NO_BN, "data.train.batch_size=2")
+    assert result.returncode == 0, result.stderr
+    assert "processes 2  batch 2 per process x 1 accumulated = 4 per step" in result.stdout
+    assert_same_weights(final_weights(tmp_path), one_process_batch_4)
+
+
+def test_accumulation_equals_double_batch_in_one_process(one_process_batch_4, tmp_path):
+    result = run_tool("train", "--config", CONFIG, "--work-dir", tmp_path, *NO_BN,
+                      "data.train.batch_size=2", "train.accumulate=2")
+    assert result.returncode == 0, result.stderr
+    assert_same_weights(final_weights(tmp_path), one_process_batch_4)
+
+
+def test_accumulation_equals_double_batch_in_two_processes(one_process_batch_4, tmp_path):
+    result = run_torchrun(2, "--config", CONFIG, "--work-dir", tmp_path, *NO_BN,
+                          "data.train.batch_size=1", "train.accumulate=2")
+    assert result.returncode == 0, result.stderr
+    assert_same_weights(final_weights(tmp_path), one_process_batch_4)
+
+
+def test_sync_bn_equals_full_batch_batchnorm(tmp_path):
+    sys.path.insert(0, str(REPO / "tests/scripts"))
+    try:
+        from sync_bn_check import full_batch, loss_weights, network, run
+    finally:
+        sys.path.pop(0)
+    result = run_torchrun(2, tmp_path, script=REPO / "tests/scripts/sync_bn_check.py")
+    assert result.returncode == 0, result.stderr
+    ranks = [torch.load(tmp_path / f"rank{r}.pt", weights_only=True) for r in range(2)]
+    reference = run(network(), full_batch(), loss_weights())
+    close = dict(atol=1e-5, rtol=0)
+    torch.testing.assert_close(torch.cat([r["y"] for r in ranks]), reference["y"], **close)
+    # Each rank's loss is the mean over its half: its input gradient is twice the full batch's.
+    torch.testing.assert_close(torch.cat([r["x_grad"] for r in ranks]) / 2, reference["x_grad"], **close)
+    for rank in ranks:
+        for name, grad in reference["grads"].items():
+            torch.testing.assert_close(rank["grads"][name], grad, **close, msg=name)  # DDP-averaged
+        for name, buffer in reference["buffers"].items():
+            torch.testing.assert_close(rank["buffers"][name].float(), buffer.float(), **close, msg=name)
+
+
+def test_sync_bn_in_one_process_keeps_batchnorm(tmp_path):
+    result = run_tool("train", "--config", CONFIG, "--work-dir", tmp_path, *NO_BN[:-1], "sync_bn=true",
+                      "train.max_iters=2")
+    assert result.returncode == 0, result.stderr
+    assert "sync_bn: a single process, keeping plain BatchNorm" in result.stdout
+
+
+def test_two_nodes_with_one_process_each(tmp_path):
+    port = free_port()
+    commands = [torchrun_command(1, REPO / "tools/train.py", "--config", CONFIG, "--work-dir", tmp_path,
+                                 *NO_BN, "data.train.batch_size=2",
+                                 launcher=("--nnodes", 2, "--nproc_per_node", 1, "--node_rank", node,
+                                           "--rdzv_backend", "static", "--rdzv_endpoint", f"127.0.0.1:{port}"))
+                for node in (0, 1)]
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    agents = [subprocess.Popen(c, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+              for c in commands]
+    outputs = [a.communicate(timeout=300) for a in agents]
+    assert [a.returncode for a in agents] == [0, 0], outputs
+    assert "processes 2" in outputs[0][0]
+    assert (tmp_path / "checkpoints/iter_5.pth").is_file()
+
+
+def test_a_failing_rank_stops_every_rank_with_its_error(tmp_path):
+    (tmp_path / "failing_hook.py").write_text(
+        "from framework.engine.hooks import Hook\n"
+        "from framework.engine.dist import get_rank\n"
+        "from framework.registry import HOOKS\n\n"
+        "@HOOKS.register()\n"
+        "class FailOnRankOne(Hook):\n"
+        "    def after_iter(self, trainer):\n"
+        "        if get_rank() == 1 and trainer.iter == 2:\n"
+        "            raise RuntimeError('injected failure on rank 1')\n")
+    result = subprocess.run(
+        torchrun_command(2, REPO / "tools/train.py", "--config", CONFIG, "--work-dir", tmp_path / "wd", *NO_BN,
+                         "train.max_iters=50", "custom_imports=[failing_hook]", "hooks=[{type: FailOnRankOne}]",
+                         "dist.timeout=30"),
+        cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"},
+        capture_output=True, text=True, timeout=120)
+    assert result.returncode != 0
+    assert "injected failure on rank 1" in result.stdout + result.stderr
