@@ -3,6 +3,10 @@
     python tools/train.py --config configs/segmentation/unet_shapes.yaml [key=value ...]
     python tools/train.py --config CFG --resume            # continue from the latest checkpoint
     python tools/train.py --config CFG --resume PATH       # or from a given one
+
+SIGTERM or SIGINT (Ctrl-C) finishes the current iteration, saves a checkpoint and exits with
+status 128 + the signal number (143, 130); `--resume` then continues exactly. A second Ctrl-C
+stops at once, without saving.
 """
 
 import argparse
@@ -25,7 +29,7 @@ def parse_args() -> argparse.ArgumentParser:
     return parser
 
 
-def main(args: argparse.Namespace) -> None:
+def main(args: argparse.Namespace) -> int:
     if isinstance(args.resume, str) and "=" in args.resume and not os.path.exists(args.resume):
         # `--resume key=value ...`: argparse took the first override as the checkpoint path.
         args.overrides.insert(0, args.resume)
@@ -35,6 +39,8 @@ def main(args: argparse.Namespace) -> None:
     setup_logging(cfg.work_dir)
     trainer = build_trainer(cfg, cfg.work_dir, resume=args.resume)
     trainer.fit()
+    # Not 0: a script running `train.py && test.py` must not take a stopped run for a finished one.
+    return 128 + trainer.stop_signal if trainer.stop_signal else 0
 
 
 if __name__ == "__main__":

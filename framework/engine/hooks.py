@@ -7,7 +7,8 @@ the config's `hooks:` list default to 50, after every built-in):
     10 LoggerHook        losses/lr/timings to console, progress bar, TensorBoard
     20 LRSchedulerHook   every scheduler steps once per iteration
     30 EvalHook          evaluation every train.val_interval and at the end
-    40 CheckpointHook    iter_<N>.pth every train.ckpt_interval and at the end; best.pth
+    40 CheckpointHook    iter_<N>.pth every train.ckpt_interval, at the end and when a
+                         SIGTERM/SIGINT stops the run; best.pth
 
 `trainer.iter` counts completed iterations, so in after_iter the first call sees iter == 1.
 """
@@ -108,7 +109,7 @@ class LoggerHook(Hook):
         self._iter_time += trainer.iter_time
         if self.bar is not None:
             self.bar.update(trainer.iter)
-        if _every(trainer, self.interval):
+        if _every(trainer, self.interval) or trainer.stop_signal:
             self._write(trainer)
             self._reset()
 
@@ -210,9 +211,14 @@ class CheckpointHook(Hook):
         self.best_metric = best_metric
         self.best_mode = best_mode
 
+    def before_train(self, trainer) -> None:
+        if is_main():
+            for path in ckpt.remove_stale_temp_files(Path(trainer.work_dir) / "checkpoints"):
+                logger.info(f"removed {path.name}, left by a checkpoint write that was interrupted")
+
     def after_iter(self, trainer) -> None:
         folder = Path(trainer.work_dir) / "checkpoints"
-        save_iter = _every(trainer, self.interval)
+        save_iter = _every(trainer, self.interval) or trainer.stop_signal is not None
         save_best = self._improved(trainer)
         if not (save_iter or save_best) or not is_main():
             return
@@ -222,6 +228,9 @@ class CheckpointHook(Hook):
             ckpt.save_checkpoint(state, folder / name)
             ckpt.write_latest(folder, name)  # only after the file is complete
             ckpt.prune(folder, self.keep_last)
+            if trainer.stop_signal is not None:
+                logger.info(f"stopped by {trainer.stop_signal.name} at iteration {trainer.iter}: saved "
+                            f"{folder / name}; continue with --resume")
         if save_best:
             ckpt.save_checkpoint(state, folder / "best.pth")
             logger.info(f"new best {self.best_metric} {trainer.best['value']:.4f} at iter {trainer.iter}")

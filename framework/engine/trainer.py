@@ -9,6 +9,11 @@
             hook.after_iter()                     Logger -> LRScheduler -> Eval -> Checkpoint -> user
         hook.after_train()
 
+SIGTERM or SIGINT during an iteration ends the run after that iteration: its after_iter hooks
+run with `trainer.stop_signal` set (the CheckpointHook then saves whatever the interval), then
+after_train, and `fit` returns; tools/train.py exits with 128 + the signal number. A signal
+that arrives during the hooks is noticed after the next step.
+
 See framework/engine/hooks.py for what each built-in hook does and when.
 """
 
@@ -16,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import random
+import signal
 import time
 
 import numpy as np
@@ -23,7 +29,9 @@ import torch
 from torch import nn
 
 import framework
+from framework.engine.dist import get_rank
 from framework.engine.evaluation import evaluate, move_to_device
+from framework.engine.stop import StopSignals
 
 logger = logging.getLogger("framework")
 
@@ -64,7 +72,7 @@ class TrainData:
 class Trainer:
     def __init__(self, task: nn.Module, optim, train_loader, val_loader, metrics: list, hooks: list,
                  max_iters: int, work_dir: str, device: torch.device, config_text: str = "",
-                 writer=None):
+                 writer=None, overrides: list[str] | tuple[str, ...] = ()):
         self.task = task
         self.optim = optim
         self.data = TrainData(train_loader)
@@ -74,7 +82,8 @@ class Trainer:
         self.max_iters = max_iters
         self.work_dir = work_dir
         self.device = device
-        self.config_text = config_text
+        self.config_text = config_text  # the resolved config, saved in every checkpoint
+        self.overrides = list(overrides)  # the command line's key=value overrides, likewise
         self.writer = writer  # a TensorBoard SummaryWriter on rank 0, None elsewhere
 
         self.iter = 0  # completed iterations
@@ -84,6 +93,7 @@ class Trainer:
         self.last_metrics: dict[str, float] = {}
         self.last_metrics_iter = -1
         self.best: dict = {}
+        self.stop_signal: signal.Signals | None = None  # set when SIGTERM/SIGINT ends the run early
 
     @property
     def epoch(self) -> int:
@@ -94,19 +104,22 @@ class Trainer:
             getattr(hook, stage)(self)
 
     def fit(self) -> None:
+        """Train to max_iters, or until SIGTERM/SIGINT (then `self.stop_signal` names it)."""
         self.task.train()
-        self._call_hooks("before_train")
-        while self.iter < self.max_iters:
-            self._call_hooks("before_iter")
-            start = time.perf_counter()
-            batch = move_to_device(self.data.next(), self.device)
-            fetched = time.perf_counter()
-            self.step_logs = self.task.train_step(batch, self.optim)
-            self.iter += 1
-            self.data_time = fetched - start
-            self.iter_time = time.perf_counter() - start
-            self._call_hooks("after_iter")
-        self._call_hooks("after_train")
+        with StopSignals() as stop:
+            self._call_hooks("before_train")
+            while self.iter < self.max_iters and self.stop_signal is None:
+                self._call_hooks("before_iter")
+                start = time.perf_counter()
+                batch = move_to_device(self.data.next(), self.device)
+                fetched = time.perf_counter()
+                self.step_logs = self.task.train_step(batch, self.optim)
+                self.iter += 1
+                self.data_time = fetched - start
+                self.iter_time = time.perf_counter() - start
+                self.stop_signal = stop.received  # read once per iteration, so every hook agrees
+                self._call_hooks("after_iter")
+            self._call_hooks("after_train")
 
     def evaluate(self, num_images: int = 0) -> dict[str, float]:
         """Metrics on the validation loader; the first batch's visualisation goes to TensorBoard."""
@@ -121,6 +134,14 @@ class Trainer:
     # ------------------------------------------------------------------ checkpoint state
 
     def state_dict(self) -> dict:
+        """Everything an exact resume needs, as tensors and plain containers (weights_only-loadable):
+
+        meta   counters (iteration, epoch, batches consumed in the epoch), the best metric so
+               far, the resolved config and command-line overrides, framework and torch versions
+        task   every network (and EMA copy) of the task
+        optim  every optimizer and scheduler (see Optimizers.state_dict)
+        rng    {rank: python, numpy, torch CPU and CUDA generator states}
+        """
         return {
             "meta": {
                 "iter": self.iter,
@@ -128,11 +149,13 @@ class Trainer:
                 "batches_in_epoch": self.data.batches_in_epoch,
                 "best": dict(self.best),
                 "framework_version": framework.__version__,
+                "torch_version": str(torch.__version__),
                 "config": self.config_text,
+                "overrides": list(self.overrides),
             },
             "task": self.task.state_dict(),
             "optim": self.optim.state_dict(),
-            "rng": rng_state(),
+            "rng": {get_rank(): rng_state()},
         }
 
     def load_state_dict(self, state: dict) -> None:
@@ -142,7 +165,12 @@ class Trainer:
         self.iter = meta["iter"]
         self.data.seek(meta["epoch"], meta["batches_in_epoch"])
         self.best = dict(meta.get("best") or {})
-        set_rng_state(state["rng"])
+        rank = get_rank()
+        if rank in state["rng"]:
+            set_rng_state(state["rng"][rank])
+        else:
+            logger.warning(f"warning: the checkpoint has no random state for rank {rank} (it has ranks "
+                           f"{sorted(state['rng'])}); this rank keeps its fresh seed, so the resume is not exact")
 
 
 def rng_state() -> dict:
