@@ -37,7 +37,7 @@ def main(args: argparse.Namespace) -> int:
     cfg = load_config(args.config, args.overrides)
     cfg.work_dir = args.work_dir or cfg.work_dir or default_work_dir(args.config)
     setup_logging(cfg.work_dir)
-    trainer = build_trainer(cfg, cfg.work_dir, resume=args.resume)
+    trainer = build_trainer(cfg, cfg.work_dir, resume=args.resume, overrides=args.overrides)
     trainer.fit()
     # Not 0: a script running `train.py && test.py` must not take a stopped run for a finished one.
     return 128 + trainer.stop_signal if trainer.stop_signal else 0
