@@ -1,0 +1,111 @@
+"""Exact resume: runs interrupted by SIGKILL (anywhere, even mid-write), SIGTERM and SIGINT and
+resumed with --resume end bit-identical to an uninterrupted run: same per-iteration losses,
+same parameters, optimizer and scheduler states and random generators.
+"""
+
+import os
+import random
+import re
+import signal
+import time
+
+import torch
+
+from resume_probe import read_losses
+from support import REPO, fork_tool
+
+CONFIG = REPO / "configs/segmentation/unet_shapes.yaml"
+MAX_ITERS = 40
+# A tiny UNet at 32x32; 22 samples in batches of 4 make epochs of 5 iterations, so most of
+# the checkpoints (every 3) fall mid-epoch. Flips stay on; one DataLoader worker.
+TINY_DETERMINISTIC = [
+    "device=cpu", "deterministic=true", "task.model.base_channels=8", "task.model.depth=2",
+    "data.train.dataset.size=32", "data.train.dataset.num_samples=22", "data.train.batch_size=4",
+    "data.train.num_workers=1", "data.val.dataset.size=32", "data.val.dataset.num_samples=8",
+    "data.val.batch_size=8", f"train.max_iters={MAX_ITERS}", "train.ckpt_interval=3",
+    "train.val_interval=13", "train.log_interval=1", "train.keep_last=2", "custom_imports=[resume_probe]",
+]
+# (signal, exit status) of each interruption, in order: SIGKILL anywhere, then graceful stops.
+INTERRUPTIONS = [(signal.SIGKILL, -9)] * 5 + [(signal.SIGTERM, 143), (signal.SIGINT, 130)]
+
+
+def train(work_dir, losses_file, *extra, delay=0.0):
+    hook = f"hooks=[{{type: LossRecorderHook, path: '{losses_file}', delay: {delay}}}]"
+    return fork_tool("train", "--config", CONFIG, "--work-dir", work_dir, *TINY_DETERMINISTIC, hook, *extra,
+                     cwd=REPO / "tests", log=work_dir / "console.log")
+
+
+def last_recorded_iteration(losses_file) -> int:
+    try:
+        lines = losses_file.read_text().splitlines()
+    except FileNotFoundError:
+        return 0
+    return int(lines[-1].split()[0]) if lines else 0
+
+
+def interrupt_near(process, losses_file, iteration, sig, timeout=120):
+    deadline = time.monotonic() + timeout
+    while last_recorded_iteration(losses_file) < iteration:
+        assert process.is_alive(), f"the run ended before iteration {iteration}"
+        assert time.monotonic() < deadline, f"no iteration {iteration} within {timeout}s"
+        time.sleep(0.005)
+    os.kill(process.pid, sig)
+    process.join(timeout)
+    return process.exitcode
+
+
+def assert_same_state(a, b, where="state"):
+    assert type(a) is type(b), where
+    if isinstance(a, torch.Tensor):
+        assert a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b), where
+    elif isinstance(a, dict):
+        assert a.keys() == b.keys(), where
+        for key in a:
+            assert_same_state(a[key], b[key], f"{where}.{key}")
+    elif isinstance(a, (list, tuple)):
+        assert len(a) == len(b), where
+        for i, (x, y) in enumerate(zip(a, b)):
+            assert_same_state(x, y, f"{where}[{i}]")
+    else:
+        assert a == b, where
+
+
+def test_interrupted_runs_resume_bit_identical(tmp_path):
+    reference_dir, chain_dir = tmp_path / "reference", tmp_path / "interrupted"
+    reference_dir.mkdir(), chain_dir.mkdir()
+    reference = train(reference_dir, reference_dir / "losses.txt")  # runs alongside the chain
+
+    # Interruption points: random, increasing, at least one checkpoint interval apart.
+    rng = random.Random(5)
+    targets = [4 + 5 * i + rng.randrange(3) for i in range(len(INTERRUPTIONS))]
+    losses_file = chain_dir / "losses.txt"
+    for i, ((sig, expected_status), target) in enumerate(zip(INTERRUPTIONS, targets)):
+        process = train(chain_dir, losses_file, *(["--resume"] if i else []), delay=0.03)
+        status = interrupt_near(process, losses_file, target, sig)
+        assert status == expected_status, (sig, (chain_dir / "console.log").read_text()[-2000:])
+    final = train(chain_dir, losses_file, "--resume")
+    for process, folder in ((final, chain_dir), (reference, reference_dir)):
+        process.join(300)
+        assert process.exitcode == 0, (folder / "console.log").read_text()[-2000:]
+
+    # Every iteration's loss, including those redone after a SIGKILL, equals the reference's.
+    expected = dict(read_losses(reference_dir / "losses.txt"))
+    assert sorted(expected) == list(range(1, MAX_ITERS + 1))
+    recorded = read_losses(losses_file)
+    assert {it for it, _ in recorded} == set(expected)
+    for iteration, losses in recorded:
+        assert losses == expected[iteration], f"iteration {iteration}"
+
+    final_ckpt = f"checkpoints/iter_{MAX_ITERS}.pth"
+    resumed, uninterrupted = (torch.load(d / final_ckpt, weights_only=True) for d in (chain_dir, reference_dir))
+    for part in ("task", "optim", "rng"):
+        assert_same_state(resumed[part], uninterrupted[part], part)
+    assert resumed["meta"]["epoch"] == uninterrupted["meta"]["epoch"]
+
+    # The runs resumed mid-epoch, and graceful stops resumed where they stopped, redoing nothing.
+    log = (chain_dir / "console.log").read_text()
+    resumed_at = [tuple(map(int, m)) for m in re.findall(r"at iteration (\d+) \(epoch (\d+), (\d+) batches", log)]
+    assert len(resumed_at) == len(INTERRUPTIONS)
+    assert any(0 < batches < 5 for _, _, batches in resumed_at), resumed_at
+    stops = [int(m) for m in re.findall(r"stopped by SIG(?:TERM|INT) at iteration (\d+)", log)]
+    assert len(stops) == 2 and [it for it, _, _ in resumed_at[-2:]] == stops
