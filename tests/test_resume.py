@@ -11,27 +11,21 @@ import time
 
 import torch
 
-from resume_probe import read_losses
-from support import REPO, fork_tool
+from probes import read_losses
+from support import REPO, TINY_UNET, fork_tool
 
 CONFIG = REPO / "configs/segmentation/unet_shapes.yaml"
 MAX_ITERS = 40
-# A tiny UNet at 32x32; 22 samples in batches of 4 make epochs of 5 iterations, so most of
-# the checkpoints (every 3) fall mid-epoch. Flips stay on; one DataLoader worker.
-TINY_DETERMINISTIC = [
-    "device=cpu", "deterministic=true", "task.model.base_channels=8", "task.model.depth=2",
-    "data.train.dataset.size=32", "data.train.dataset.num_samples=22", "data.train.batch_size=4",
-    "data.train.num_workers=1", "data.val.dataset.size=32", "data.val.dataset.num_samples=8",
-    "data.val.batch_size=8", f"train.max_iters={MAX_ITERS}", "train.ckpt_interval=3",
-    "train.val_interval=13", "train.log_interval=1", "train.keep_last=2", "custom_imports=[resume_probe]",
-]
+# Epochs of 5 iterations, so most checkpoints (every 3) fall mid-epoch; flips on, one worker.
+RUN = [*TINY_UNET, f"train.max_iters={MAX_ITERS}", "train.ckpt_interval=3", "train.val_interval=13",
+       "train.log_interval=1", "train.keep_last=2", "custom_imports=[probes]"]
 # (signal, exit status) of each interruption, in order: SIGKILL anywhere, then graceful stops.
 INTERRUPTIONS = [(signal.SIGKILL, -9)] * 5 + [(signal.SIGTERM, 143), (signal.SIGINT, 130)]
 
 
 def train(work_dir, losses_file, *extra, delay=0.0):
     hook = f"hooks=[{{type: LossRecorderHook, path: '{losses_file}', delay: {delay}}}]"
-    return fork_tool("train", "--config", CONFIG, "--work-dir", work_dir, *TINY_DETERMINISTIC, hook, *extra,
+    return fork_tool("train", "--config", CONFIG, "--work-dir", work_dir, *RUN, hook, *extra,
                      cwd=REPO / "tests", log=work_dir / "console.log")
 
 
