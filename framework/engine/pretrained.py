@@ -211,6 +211,11 @@ def match_weights(weights: Mapping[str, torch.Tensor], own: Mapping[str, torch.T
             taken_from[key] = source
             report.loaded.append({"key": key, "source": source})
     report.missing = [{"key": k, "shape": list(v.shape)} for k, v in own.items() if k not in taken_from]
+    # In the module's order (file order differs between formats: safetensors sorts its keys).
+    position = {key: i for i, key in enumerate(own)}
+    report.loaded.sort(key=lambda e: position[e["key"]])
+    report.shape_mismatched.sort(key=lambda e: position[e["key"]])
+    report.unexpected.sort(key=lambda e: e["source"])
     return selected, report
 
 
