@@ -94,6 +94,7 @@ def test_auto_resume_continues_from_the_latest_checkpoint(copy_of_trained, setti
                              setting, env=env, folder=copy_of_trained / "out2")
     assert result.returncode == 0, result.stderr + result.stdout[-2000:]
     assert "iter_6.pth at iteration 6" in result.stdout
+    assert "differs from the checkpoint's: train.max_iters: 6 -> 8" in result.stdout
 
 
 def test_auto_resume_off_for_a_first_launch(copy_of_trained):

@@ -114,14 +114,20 @@ def checkpoint_to_resume(work_dir: str, resume: str | bool | None, auto_resume) 
     return None
 
 
+# Settings about where and how a run was launched, not what it trains: not worth a warning.
+LAUNCH_KEYS = ("work_dir", "auto_resume")
+
+
 def config_changes(saved_yaml: str, current: dict, limit: int = 5) -> str:
-    """'key: old -> new' for the first `limit` settings that differ between two configs."""
+    """'key: old -> new' for the first `limit` training settings that differ between two configs."""
     def flat(node, prefix=""):
         if isinstance(node, dict):
             return {k: v for key, value in node.items() for k, v in flat(value, f"{prefix}{key}.").items()}
         return {prefix[:-1]: node}
 
     saved, now = flat(yaml.safe_load(saved_yaml) or {}), flat(current)
+    for key in LAUNCH_KEYS:
+        saved.pop(key, None), now.pop(key, None)
     changed = [f"{k}: {saved.get(k, '<absent>')} -> {now.get(k, '<absent>')}"
                for k in sorted(set(saved) | set(now)) if saved.get(k) != now.get(k)]
     more = f" (and {len(changed) - limit} more)" if len(changed) > limit else ""
