@@ -9,23 +9,30 @@ import re
 import signal
 import time
 
+import pytest
 import torch
 
 from probes import read_losses
 from support import REPO, TINY_UNET, fork_tool
 
-CONFIG = REPO / "configs/segmentation/unet_shapes.yaml"
 MAX_ITERS = 40
-# Epochs of 5 iterations, so most checkpoints (every 3) fall mid-epoch; flips on, one worker.
-RUN = [*TINY_UNET, f"train.max_iters={MAX_ITERS}", "train.ckpt_interval=3", "train.val_interval=13",
-       "train.log_interval=1", "train.keep_last=2", "custom_imports=[probes]"]
+COMMON = [f"train.max_iters={MAX_ITERS}", "train.ckpt_interval=3", "train.log_interval=1", "train.keep_last=2",
+          "custom_imports=[probes]"]
+# What a kind of task is tested with: (config, overrides, iterations per epoch). Epochs are
+# not multiples of the checkpoint interval, so most checkpoints fall mid-epoch; random
+# augmentation stays on, DataLoaders have a worker.
+CASES = {
+    "segmentation": (REPO / "configs/segmentation/unet_shapes.yaml",
+                     [*TINY_UNET, "train.val_interval=13", *COMMON], 5),
+}
 # (signal, exit status) of each interruption, in order: SIGKILL anywhere, then graceful stops.
 INTERRUPTIONS = [(signal.SIGKILL, -9)] * 5 + [(signal.SIGTERM, 143), (signal.SIGINT, 130)]
 
 
-def train(work_dir, losses_file, *extra, delay=0.0):
+def train(case, work_dir, losses_file, *extra, delay=0.0):
+    config, overrides, _ = CASES[case]
     hook = f"hooks=[{{type: LossRecorderHook, path: '{losses_file}', delay: {delay}}}]"
-    return fork_tool("train", "--config", CONFIG, "--work-dir", work_dir, *RUN, hook, *extra,
+    return fork_tool("train", "--config", config, "--work-dir", work_dir, *overrides, hook, *extra,
                      cwd=REPO / "tests", log=work_dir / "console.log")
 
 
@@ -64,20 +71,21 @@ def assert_same_state(a, b, where="state"):
         assert a == b, where
 
 
-def test_interrupted_runs_resume_bit_identical(tmp_path):
+@pytest.mark.parametrize("case", list(CASES))
+def test_interrupted_runs_resume_bit_identical(tmp_path, case):
     reference_dir, chain_dir = tmp_path / "reference", tmp_path / "interrupted"
     reference_dir.mkdir(), chain_dir.mkdir()
-    reference = train(reference_dir, reference_dir / "losses.txt")  # runs alongside the chain
+    reference = train(case, reference_dir, reference_dir / "losses.txt")  # runs alongside the chain
 
     # Interruption points: random, increasing, at least one checkpoint interval apart.
     rng = random.Random(5)
     targets = [4 + 5 * i + rng.randrange(3) for i in range(len(INTERRUPTIONS))]
     losses_file = chain_dir / "losses.txt"
     for i, ((sig, expected_status), target) in enumerate(zip(INTERRUPTIONS, targets)):
-        process = train(chain_dir, losses_file, *(["--resume"] if i else []), delay=0.03)
+        process = train(case, chain_dir, losses_file, *(["--resume"] if i else []), delay=0.03)
         status = interrupt_near(process, losses_file, target, sig)
         assert status == expected_status, (sig, (chain_dir / "console.log").read_text()[-2000:])
-    final = train(chain_dir, losses_file, "--resume")
+    final = train(case, chain_dir, losses_file, "--resume")
     for process, folder in ((final, chain_dir), (reference, reference_dir)):
         process.join(300)
         assert process.exitcode == 0, (folder / "console.log").read_text()[-2000:]
@@ -100,6 +108,7 @@ def test_interrupted_runs_resume_bit_identical(tmp_path):
     log = (chain_dir / "console.log").read_text()
     resumed_at = [tuple(map(int, m)) for m in re.findall(r"at iteration (\d+) \(epoch (\d+), (\d+) batches", log)]
     assert len(resumed_at) == len(INTERRUPTIONS)
-    assert any(0 < batches < 5 for _, _, batches in resumed_at), resumed_at
+    epoch_length = CASES[case][2]
+    assert any(0 < batches < epoch_length for _, _, batches in resumed_at), resumed_at
     stops = [int(m) for m in re.findall(r"stopped by SIG(?:TERM|INT) at iteration (\d+)", log)]
     assert len(stops) == 2 and [it for it, _, _ in resumed_at[-2:]] == stops

@@ -39,8 +39,9 @@ def main(args: argparse.Namespace) -> int:
     setup_logging(cfg.work_dir)
     trainer = build_trainer(cfg, cfg.work_dir, resume=args.resume, overrides=args.overrides)
     trainer.fit()
+    stopped_early = trainer.stop_signal is not None and trainer.iter < trainer.max_iters
     # Not 0: a script running `train.py && test.py` must not take a stopped run for a finished one.
-    return 128 + trainer.stop_signal if trainer.stop_signal else 0
+    return 128 + trainer.stop_signal if stopped_early else 0
 
 
 if __name__ == "__main__":

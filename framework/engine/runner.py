@@ -103,7 +103,7 @@ def auto_resume_enabled(setting) -> bool:
 def checkpoint_to_resume(work_dir: str, resume: str | bool | None, auto_resume) -> tuple[Path, dict] | None:
     """(path, state) to resume from: `--resume PATH`, `--resume` (the work dir's latest readable
     checkpoint, else an error), or with auto_resume the latest if there is one; else None."""
-    if isinstance(resume, (str, os.PathLike)) and resume is not True:
+    if isinstance(resume, (str, os.PathLike)):
         return Path(resume), ckpt.load_checkpoint(resume)
     folder = Path(work_dir) / "checkpoints"
     if resume or auto_resume_enabled(auto_resume):
@@ -161,11 +161,12 @@ def build_trainer(cfg: DictConfig, work_dir: str, resume: str | bool | None = No
     train = plain["train"]
     max_iters = train["max_iters"] or train["max_epochs"] * len(train_loader)
     task = build_task(plain, device)
-    for _, network, settings in pretrained.configured_networks(task):
+    networks = pretrained.configured_networks(task)
+    for _, network, settings in networks:
         pretrained.freeze_and_keep_eval(network, settings)  # before the optimizers pick parameters
     if resume_from is None:
         pretrained.load_pretrained(task, plain.get("load_from"), work_dir, write_report=is_main())
-    elif plain.get("load_from") or any("init" in s for _, _, s in pretrained.configured_networks(task)):
+    elif plain.get("load_from") or any("init" in settings for _, _, settings in networks):
         logger.info("load_from/init not applied: the checkpoint being resumed holds the weights")
     optim = build_optimizers(plain, task, max_iters)
     metrics = build_metrics(plain)
