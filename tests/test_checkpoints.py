@@ -88,6 +88,12 @@ def test_resume_falls_back_past_a_truncated_latest_checkpoint(copy_of_trained):
     assert (copy_of_trained / "checkpoints/latest").read_text() == "iter_8.pth"
 
 
+def test_resuming_a_checkpoint_of_another_model_is_one_clear_error(trained, tmp_path):
+    result = run_forked_tool("train", "--config", CONFIG, "--work-dir", tmp_path, *RUN, "task.model.base_channels=16",
+                             "--resume", trained / "checkpoints/iter_4.pth", folder=tmp_path / "out")
+    assert_one_clear_line(result, "iter_4.pth does not fit this config's task/optimizers", "size mismatch")
+
+
 @pytest.mark.parametrize("setting, env", [("auto_resume=true", {}), ("auto_resume=auto", {"TORCHELASTIC_RESTART_COUNT": "1"})])
 def test_auto_resume_continues_from_the_latest_checkpoint(copy_of_trained, setting, env):
     result = run_forked_tool("train", "--config", CONFIG, "--work-dir", copy_of_trained, *RUN, "train.max_iters=8",

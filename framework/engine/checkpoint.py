@@ -92,7 +92,10 @@ def _process_alive(pid: int) -> bool:
 
 
 def save_checkpoint(state: dict, path: str | os.PathLike) -> None:
-    atomic_write_bytes(Path(path), lambda f: torch.save(state, f))
+    try:
+        atomic_write_bytes(Path(path), lambda f: torch.save(state, f))
+    except OSError as err:  # a full disk, a lost mount: say which file, the previous one is intact
+        raise CheckpointError(f"cannot write checkpoint {path}: {err.strerror or err}") from err
 
 
 def _first_line(err: BaseException) -> str:
