@@ -103,6 +103,8 @@ def test_interrupted_runs_resume_bit_identical(tmp_path, case):
     for part in ("task", "optim", "rng"):
         assert_same_state(resumed[part], uninterrupted[part], part)
     assert resumed["meta"]["epoch"] == uninterrupted["meta"]["epoch"]
+    # Evaluations redone after a SIGKILL replace the first ones in metrics.jsonl.
+    assert (chain_dir / "metrics.jsonl").read_text() == (reference_dir / "metrics.jsonl").read_text()
 
     # The runs resumed mid-epoch, and graceful stops resumed where they stopped, redoing nothing.
     log = (chain_dir / "console.log").read_text()

@@ -174,8 +174,20 @@ class EvalHook(Hook):
         self.num_images = num_images
 
     def before_train(self, trainer) -> None:
+        if trainer.iter and is_main():
+            self._forget_after(trainer.iter, Path(trainer.work_dir) / "metrics.jsonl")
         if self.at_start and trainer.iter == 0 and trainer.val_loader is not None:
             self._run(trainer)
+
+    @staticmethod
+    def _forget_after(iteration: int, path: Path) -> None:
+        """Drop records past `iteration`: a run resumed from there evaluates them again."""
+        if not path.is_file():
+            return
+        lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+        kept = [line for line in lines if json.loads(line)["iter"] <= iteration]
+        if len(kept) < len(lines):
+            ckpt.atomic_write_bytes(path, lambda f: f.write("".join(kept).encode()))
 
     def after_iter(self, trainer) -> None:
         if trainer.val_loader is not None and _every(trainer, self.interval):

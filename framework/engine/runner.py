@@ -176,7 +176,9 @@ def build_trainer(cfg: DictConfig, work_dir: str, resume: str | bool | None = No
         save_config(cfg, Path(work_dir) / "config.yaml")
         from torch.utils.tensorboard import SummaryWriter
 
-        writer = SummaryWriter(str(Path(work_dir) / "tensorboard"))
+        # A resumed run hides the events logged after its checkpoint: it logs those steps again.
+        purge_step = resume_from[1]["meta"]["iter"] + 1 if resume_from is not None else None
+        writer = SummaryWriter(str(Path(work_dir) / "tensorboard"), purge_step=purge_step)
 
     trainer = Trainer(task, optim, train_loader, val_loader, metrics, build_hooks(plain), max_iters,
                       work_dir, device, config_text=OmegaConf.to_yaml(cfg), writer=writer, overrides=overrides)
