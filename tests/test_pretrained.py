@@ -88,6 +88,8 @@ def test_load_options_are_validated():
         LoadSpec.from_config({"checkpont": "x.pth"}, "task.model.init")
     with pytest.raises(ConfigError, match="task.model.init.rename: '\\(' is not a regular expression"):
         LoadSpec.from_config({"checkpoint": "x.pth", "rename": {"(": ""}}, "task.model.init")
+    with pytest.raises(ConfigError, match="task.model.init.strict: expected true or false, got 'no'"):
+        LoadSpec.from_config({"checkpoint": "x.pth", "strict": "no"}, "task.model.init")
 
 
 def test_torchvision_resnet50_loads_into_the_deeplabv3_backbone(tmp_path):

@@ -85,11 +85,13 @@ class LoadSpec:
             except re.error as err:
                 raise ConfigError(f"{path}.rename: '{pattern}' is not a regular expression: {err}") from err
         ratio = value.get("min_loaded_ratio", 0.0)
-        if not isinstance(ratio, (int, float)) or not 0.0 <= ratio <= 1.0:
+        if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not 0.0 <= ratio <= 1.0:
             raise ConfigError(f"{path}.min_loaded_ratio: must be a number in [0, 1], got {ratio!r}")
+        strict = value.get("strict", False)
+        if not isinstance(strict, bool):  # bool("false") would be True
+            raise ConfigError(f"{path}.strict: expected true or false, got {strict!r}")
         return cls(checkpoint=str(value["checkpoint"]), prefix=str(value.get("prefix") or ""),
-                   rename={str(k): str(v) for k, v in rename.items()}, strict=bool(value.get("strict", False)),
-                   min_loaded_ratio=float(ratio))
+                   rename={str(k): str(v) for k, v in rename.items()}, strict=strict, min_loaded_ratio=float(ratio))
 
 
 @dataclass
