@@ -5,7 +5,8 @@
             step()
             if stop.received: save a checkpoint and leave the loop
 
-A second SIGINT (Ctrl-C twice) raises KeyboardInterrupt at once. The handlers are installed
+A SIGINT after a first stop signal (Ctrl-C twice) raises KeyboardInterrupt at once; a repeated
+SIGTERM changes nothing. The handlers are installed
 only while the loop runs and only from the main thread, and the previous ones are restored
 afterwards, so pytest and embedding applications keep theirs. Forked DataLoader workers
 inherit the handlers but ignore the signals: the main process decides when to stop, and
@@ -41,6 +42,6 @@ class StopSignals:
     def _handle(self, signum: int, frame) -> None:
         if os.getpid() != self._owner_pid:  # a forked DataLoader worker
             return
-        if self.received == signal.SIGINT and signum == signal.SIGINT:
+        if self.received is not None and signum == signal.SIGINT:
             raise KeyboardInterrupt
         self.received = self.received or signal.Signals(signum)
