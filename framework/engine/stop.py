@@ -6,11 +6,10 @@
             if stop.received: save a checkpoint and leave the loop
 
 A SIGINT after a first stop signal (Ctrl-C twice) raises KeyboardInterrupt at once; a repeated
-SIGTERM changes nothing. The handlers are installed
-only while the loop runs and only from the main thread, and the previous ones are restored
-afterwards, so pytest and embedding applications keep theirs. Forked DataLoader workers
-inherit the handlers but ignore the signals: the main process decides when to stop, and
-shuts its workers down itself.
+SIGTERM changes nothing. The handlers are installed only while the loop runs and only from the
+main thread, and the previous ones are restored afterwards, so pytest and embedding
+applications keep theirs. Forked DataLoader workers inherit the handlers but ignore the
+signals: the main process decides when to stop, and shuts its workers down itself.
 """
 
 from __future__ import annotations
