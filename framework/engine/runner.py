@@ -187,8 +187,10 @@ def build_trainer(cfg: DictConfig, work_dir: str, resume: str | bool | None = No
 
     batch = data["train"].get("batch_size", 8)
     params = sum(p.numel() for p in task.parameters())
+    trainable = sum(p.numel() for p in task.parameters() if p.requires_grad)
     logger.info(f"work_dir {work_dir}  device {device}  processes {world_size}  batch {batch} per process "
-                f"({batch * world_size} in all)  parameters {params / 1e6:.2f}M  max_iters {max_iters}")
+                f"({batch * world_size} in all)  parameters {params / 1e6:.2f}M ({trainable / 1e6:.2f}M trained)  "
+                f"max_iters {max_iters}")
     return trainer
 
 
