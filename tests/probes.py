@@ -3,8 +3,9 @@ of a forked process.
 
 `LossRecorderHook` appends every iteration's losses to a file, exactly (float.hex), with one
 unbuffered write per line so a SIGKILL never leaves a half line; `delay` slows iterations down
-so a test can interrupt a run near a chosen iteration. `stall_checkpoint_write` starts writing
-a checkpoint and hangs halfway, for a test to kill it there.
+so a test can interrupt a run near a chosen iteration. `CrashOnFirstAttemptHook` makes a
+torchrun worker die at a given iteration of its first attempt only. `stall_checkpoint_write`
+starts writing a checkpoint and hangs halfway, for a test to kill it there.
 """
 
 import os
@@ -43,6 +44,18 @@ def read_losses(path) -> list[tuple[int, str]]:
         iteration, _, losses = line.partition(" ")
         records.append((int(iteration), losses))
     return records
+
+
+@HOOKS.register()
+class CrashOnFirstAttemptHook(Hook):
+    priority = 70
+
+    def __init__(self, iteration: int):
+        self.iteration = iteration
+
+    def after_iter(self, trainer) -> None:
+        if trainer.iter == self.iteration and os.environ.get("TORCHELASTIC_RESTART_COUNT") == "0":
+            os._exit(1)  # as abrupt as a crash: no cleanup, no checkpoint
 
 
 def stall_checkpoint_write(path: str, ready_file: str) -> None:

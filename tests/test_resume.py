@@ -1,12 +1,14 @@
 """Exact resume: runs interrupted by SIGKILL (anywhere, even mid-write), SIGTERM and SIGINT and
-resumed with --resume end bit-identical to an uninterrupted run: same per-iteration losses,
-same parameters, optimizer and scheduler states and random generators.
+resumed with --resume, or restarted by torchrun, end bit-identical to an uninterrupted run:
+same per-iteration losses, same parameters, optimizer and scheduler states and random generators.
 """
 
 import os
 import random
 import re
 import signal
+import subprocess
+import sys
 import time
 
 import pytest
@@ -114,3 +116,31 @@ def test_interrupted_runs_resume_bit_identical(tmp_path, case):
     assert any(0 < batches < epoch_length for _, _, batches in resumed_at), resumed_at
     stops = [int(m) for m in re.findall(r"stopped by SIG(?:TERM|INT) at iteration (\d+)", log)]
     assert len(stops) == 2 and [it for it, _, _ in resumed_at[-2:]] == stops
+
+
+def test_torchrun_restart_resumes_by_itself_and_ends_identical(tmp_path):
+    """A worker dies at iteration 8 of its first attempt; torchrun --max-restarts=1 restarts it
+    and auto_resume (on for restarts) continues from the checkpoint of iteration 6."""
+    config, overrides, _ = CASES["segmentation"]
+    reference_dir, restarted_dir = tmp_path / "reference", tmp_path / "restarted"
+    reference_dir.mkdir(), restarted_dir.mkdir()
+    reference = train("segmentation", reference_dir, reference_dir / "losses.txt")
+    hooks = (f"hooks=[{{type: LossRecorderHook, path: '{restarted_dir / 'losses.txt'}'}}, "
+             "{type: CrashOnFirstAttemptHook, iteration: 8}]")
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    result = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=1", "--max-restarts=1",
+         str(REPO / "tools/train.py"), "--config", config, "--work-dir", restarted_dir, *overrides, hooks],
+        cwd=REPO / "tests", env=env, capture_output=True, text=True, timeout=300)
+    reference.join(300)
+    assert result.returncode == 0 and reference.exitcode == 0, result.stderr[-3000:]
+    assert "resumed from" in result.stdout and "iter_6.pth at iteration 6" in result.stdout
+
+    recorded = read_losses(restarted_dir / "losses.txt")
+    assert [it for it, _ in recorded] == [*range(1, 9), *range(7, MAX_ITERS + 1)]
+    expected = dict(read_losses(reference_dir / "losses.txt"))
+    assert all(losses == expected[it] for it, losses in recorded)
+    final_ckpt = f"checkpoints/iter_{MAX_ITERS}.pth"
+    restarted, uninterrupted = (torch.load(d / final_ckpt, weights_only=True) for d in (restarted_dir, reference_dir))
+    for part in ("task", "optim", "rng"):
+        assert_same_state(restarted[part], uninterrupted[part], part)
