@@ -177,7 +177,34 @@ def _check_keywords(factory: Callable, type_name: str, kwargs: dict, path: str) 
             )
 
 
-MODELS = Registry("models")
+# Keys a model node may carry besides its constructor's keywords (see framework/engine/pretrained.py).
+NETWORK_SETTING_KEYS = ("init", "frozen", "norm_eval")
+
+
+class NetworkRegistry(Registry):
+    """The models registry. A model node may also carry `init` (pretrained weights), `frozen`
+    (submodules not trained) and `norm_eval` (BatchNorm kept in eval mode).
+
+    They are taken out of the node before the network is constructed, unless its constructor
+    takes a keyword of that name itself, and recorded on the built network as
+    `network.network_settings` together with the node's config path; the runner applies
+    them once the task is built (framework/engine/pretrained.py).
+    """
+
+    def build(self, cfg: Mapping, path: str | None = None, **default_args) -> Any:
+        path = path or self.name
+        cfg = _to_plain(cfg)
+        if not is_node(cfg) or not isinstance(cfg["type"], str):
+            return super().build(cfg, path, **default_args)  # reports the malformed node
+        own_keywords = accepted_keywords(self.get(cfg["type"], path))[0]
+        settings = {k: cfg[k] for k in NETWORK_SETTING_KEYS if k in cfg and k not in own_keywords}
+        network = super().build({k: v for k, v in cfg.items() if k not in settings}, path, **default_args)
+        if settings:
+            network.network_settings = {**settings, "path": path}
+        return network
+
+
+MODELS = NetworkRegistry("models")
 LOSSES = Registry("losses")
 DATASETS = Registry("datasets")
 TRANSFORMS = Registry("transforms")

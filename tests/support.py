@@ -1,6 +1,8 @@
 """Helpers shared by tests (tests/ is on sys.path through pytest.ini's pythonpath)."""
 
+import multiprocessing
 import os
+import runpy
 import subprocess
 import sys
 from pathlib import Path
@@ -43,3 +45,62 @@ def run_torchrun(nproc: int, *args, script=REPO / "tools" / "train.py", launcher
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
     return subprocess.run(torchrun_command(nproc, script, *args, launcher=launcher), cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=timeout)
+
+
+# The Quickstart config at its smallest: a tiny UNet on 32x32 images, epochs of 5 iterations.
+TINY_UNET = [
+    "device=cpu", "deterministic=true", "task.model.base_channels=8", "task.model.depth=2",
+    "data.train.dataset.size=32", "data.train.dataset.num_samples=22", "data.train.batch_size=4",
+    "data.train.num_workers=1", "data.val.dataset.size=32", "data.val.dataset.num_samples=8",
+    "data.val.batch_size=8",
+]
+
+
+# Tools started from a fork server that has imported the framework once: a run starts in a
+# fraction of a second instead of several (imports dominate tiny runs), which is what lets
+# the kill-and-resume tests interrupt and resume a run many times. Each run is still its own
+# process, running tools/<tool>.py's __main__, that a test can SIGKILL.
+_FORK_SERVER = multiprocessing.get_context("forkserver")
+_FORK_SERVER.set_forkserver_preload(["framework", "framework.engine.runner", "torch.utils.tensorboard"])
+
+
+def _run_tool_here(tool: str, args: list[str], cwd: str, log: str, errors: str | None, env: dict) -> None:
+    import torch
+
+    os.environ.update(env)
+    multiprocessing.set_start_method("fork", force=True)  # DataLoader workers as in a plain process
+    torch.set_num_threads(1)  # as OMP_NUM_THREADS=1 in run_tool
+    os.dup2(os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT), 1)
+    os.dup2(os.open(errors or log, os.O_WRONLY | os.O_APPEND | os.O_CREAT), 2)
+    os.chdir(cwd)
+    path = str(REPO / "tools" / f"{tool}.py")
+    sys.argv = [path, *args]
+    runpy.run_path(path, run_name="__main__")  # ends in sys.exit(status): the process's exit code
+
+
+def fork_tool(tool: str, *args, cwd=REPO, log=os.devnull, errors=None, env=None) -> multiprocessing.Process:
+    """Start tools/<tool>.py as a process forked from the fork server; its output goes to the
+    file `log` (stderr to `errors` if given), `env` is added to its environment. `.pid`,
+    `.join()` and `.exitcode` (-N when killed by signal N) as for any Process."""
+    return fork(_run_tool_here, tool, list(map(str, args)), str(cwd), str(log), errors and str(errors), env or {})
+
+
+def fork(target, *args) -> multiprocessing.Process:
+    """Run `target(*args)` (a function of an importable module) in a process from the fork server."""
+    process = _FORK_SERVER.Process(target=target, args=args)
+    process.start()
+    return process
+
+
+def run_forked_tool(tool: str, *args, folder, cwd=REPO, env=None, timeout=300) -> subprocess.CompletedProcess:
+    """`run_tool`, through the fork server: stdout and stderr are kept in files in `folder`."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    out, err = folder / f"{tool}.stdout", folder / f"{tool}.stderr"
+    out.write_text(""), err.write_text("")
+    process = fork_tool(tool, *args, cwd=cwd, log=out, errors=err, env=env)
+    process.join(timeout)
+    if process.is_alive():
+        process.kill()
+        raise TimeoutError(f"tools/{tool}.py did not finish within {timeout}s")
+    return subprocess.CompletedProcess([tool, *args], process.exitcode, out.read_text(), err.read_text())

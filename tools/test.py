@@ -18,7 +18,7 @@ from framework.engine import checkpoint as ckpt
 from framework.engine.cli import run
 from framework.engine.evaluation import evaluate
 from framework.engine.runner import build_metrics, build_task, select_device, setup_logging
-from framework.errors import CheckpointError, ConfigError
+from framework.errors import ConfigError
 
 
 def parse_args() -> argparse.ArgumentParser:
@@ -66,9 +66,7 @@ def main(args: argparse.Namespace) -> None:
     loader = build_dataloader(section, "data.test" if plain["data"].get("test") else "data.val", train=False,
                               device=device)
     task = build_task(plain, device)
-    state = ckpt.load_checkpoint(args.checkpoint)
-    if "task" not in state:
-        raise CheckpointError(f"{args.checkpoint}: not a training checkpoint (no 'task' entry)")
+    state = ckpt.load_checkpoint(args.checkpoint)  # refuses anything but a training checkpoint
     task.load_state_dict(state["task"])
     metrics = build_metrics(plain)
 

@@ -3,6 +3,10 @@
     python tools/train.py --config configs/segmentation/unet_shapes.yaml [key=value ...]
     python tools/train.py --config CFG --resume            # continue from the latest checkpoint
     python tools/train.py --config CFG --resume PATH       # or from a given one
+
+SIGTERM or SIGINT (Ctrl-C) finishes the current iteration, saves a checkpoint and exits with
+status 128 + the signal number (143, 130); `--resume` then continues exactly. A second Ctrl-C
+stops at once, without saving.
 """
 
 import argparse
@@ -28,7 +32,7 @@ def parse_args() -> argparse.ArgumentParser:
     return parser
 
 
-def main(args: argparse.Namespace) -> None:
+def main(args: argparse.Namespace) -> int:
     if isinstance(args.resume, str) and "=" in args.resume and not os.path.exists(args.resume):
         # `--resume key=value ...`: argparse took the first override as the checkpoint path.
         args.overrides.insert(0, args.resume)
@@ -38,10 +42,13 @@ def main(args: argparse.Namespace) -> None:
     try:
         init_distributed(cfg.dist.backend, cfg.dist.timeout)  # under torchrun; first, so logs know the rank
         setup_logging(cfg.work_dir)
-        trainer = build_trainer(cfg, cfg.work_dir, resume=args.resume)
+        trainer = build_trainer(cfg, cfg.work_dir, resume=args.resume, overrides=args.overrides)
         trainer.fit()
     finally:
         destroy_distributed()
+    stopped_early = trainer.stop_signal is not None and trainer.iter < trainer.max_iters
+    # Not 0: a script running `train.py && test.py` must not take a stopped run for a finished one.
+    return 128 + trainer.stop_signal if stopped_early else 0
 
 
 @record  # under torchrun, the failing rank's error is reported in torchrun's summary

@@ -1,19 +1,22 @@
-"""Checkpoint files: atomic writes, safe reads, the `latest` pointer and retention.
+"""Checkpoint files: atomic writes, safe reads, the `latest` pointer, retention and resume.
 
 Layout of `<work_dir>/checkpoints/`:
-    iter_<N>.pth   one per ckpt_interval (the last `keep_last` are kept)
+    iter_<N>.pth   one per ckpt_interval, at the end and on SIGTERM/SIGINT (the last `keep_last` kept)
     latest         a text file naming the newest complete iter_<N>.pth
     best.pth       the best by train.best_metric, kept apart from the rotation
 
 Writes go to a temp file in the same folder, are fsynced, then renamed over the final name,
-so a crash never leaves a partial file at a final path. Reads use
-`torch.load(weights_only=True)`: a file that would need arbitrary unpickling is refused,
-never executed.
+and `latest` is rewritten (the same way) only after that: a crash never leaves a partial file
+at a final path, and `latest` always names a complete file. Reads use
+`torch.load(weights_only=True)` (or safetensors): a file that would need arbitrary unpickling
+is refused, never executed, and there is no fallback to unsafe loading.
 """
 
 from __future__ import annotations
 
+import logging
 import os
+import pickle
 import re
 from pathlib import Path
 
@@ -21,8 +24,17 @@ import torch
 
 from framework.errors import CheckpointError
 
+logger = logging.getLogger("framework")
+
 LATEST = "latest"
+TRAINING_CHECKPOINT_KEYS = ("meta", "task", "optim", "rng")
 _ITER_NAME = re.compile(r"^iter_(\d+)\.pth$")
+_TEMP_NAME = re.compile(r"^\..+\.tmp-(\d+)$")
+_UNSAFE_GLOBAL = re.compile(r"Unsupported global: GLOBAL (\S+)")
+
+
+class UnsafeCheckpointError(CheckpointError):
+    """The file holds pickled objects other than tensors and plain containers: it is refused."""
 
 
 def _fsync_dir(folder: Path) -> None:
@@ -53,25 +65,80 @@ def atomic_write_bytes(path: Path, write) -> None:
     _fsync_dir(path.parent)
 
 
+def remove_stale_temp_files(folder: str | os.PathLike) -> list[Path]:
+    """Delete temp files left by writers that were killed mid-write (their process is gone)."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return []
+    removed = []
+    for path in folder.iterdir():
+        match = _TEMP_NAME.match(path.name)
+        if match and not _process_alive(int(match.group(1))):
+            path.unlink(missing_ok=True)
+            removed.append(path)
+    return removed
+
+
+def _process_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process
+        return True
+    return True
+
+
 def save_checkpoint(state: dict, path: str | os.PathLike) -> None:
-    atomic_write_bytes(Path(path), lambda f: torch.save(state, f))
+    try:
+        atomic_write_bytes(Path(path), lambda f: torch.save(state, f))
+    except OSError as err:  # a full disk, a lost mount: say which file, the previous one is intact
+        raise CheckpointError(f"cannot write checkpoint {path}: {err.strerror or err}") from err
 
 
-def load_checkpoint(path: str | os.PathLike) -> dict:
-    """Read a checkpoint to CPU without running any code stored in it."""
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip()
+    return text.splitlines()[0] if text else type(err).__name__
+
+
+def read_weights_file(path: str | os.PathLike) -> dict:
+    """Everything in a `.pth`/`.pt`/`.safetensors` file, on the CPU, without running code from it."""
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"checkpoint not found: {path}")
+    if path.suffix == ".safetensors":
+        from safetensors import SafetensorError
+        from safetensors.torch import load_file
+
+        try:
+            return load_file(str(path), device="cpu")
+        except (SafetensorError, OSError, ValueError) as err:
+            raise CheckpointError(f"cannot load {path}: {_first_line(err)}") from err
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # noqa: BLE001 - every failure becomes one clear message
-        reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        if "weights_only" in str(err) or "Unsupported global" in str(err):
-            reason = ("it contains pickled objects that are not plain tensors/containers "
-                      "(refused: loading it could run code)")
-        raise CheckpointError(f"cannot load checkpoint {path}: {reason}") from err
+        if isinstance(err, pickle.UnpicklingError) or "weights_only" in str(err):
+            found = _UNSAFE_GLOBAL.search(str(err))
+            what = f" ({found.group(1)})" if found else ""
+            raise UnsafeCheckpointError(
+                f"refused to load {path}: it holds pickled objects{what} besides tensors and plain "
+                "containers, and unpickling them could run code; re-save it as a state dict of tensors"
+            ) from err
+        raise CheckpointError(f"cannot load {path}: {_first_line(err)}") from err
     if not isinstance(state, dict):
-        raise CheckpointError(f"checkpoint {path} holds a {type(state).__name__}, expected a dict")
+        raise CheckpointError(f"{path} holds a {type(state).__name__}, expected a dict")
+    return state
+
+
+def load_checkpoint(path: str | os.PathLike) -> dict:
+    """A training checkpoint (meta, task, optim, rng) read to the CPU without running code from it."""
+    state = read_weights_file(path)
+    absent = [k for k in TRAINING_CHECKPOINT_KEYS if k not in state]
+    if absent:
+        raise CheckpointError(f"{path} is not a training checkpoint of this framework "
+                              f"(it has no {', '.join(absent)}); use load_from for weights")
     return state
 
 
@@ -94,6 +161,34 @@ def read_latest(folder: str | os.PathLike) -> Path | None:
         return None
     name = pointer.read_text().strip()
     return Path(folder) / name if name else None
+
+
+def resume_candidates(folder: str | os.PathLike) -> list[Path]:
+    """Checkpoints to resume from, in order of preference: the one `latest` names, then the
+    other iteration checkpoints, newest first."""
+    latest = read_latest(folder)
+    others = [p for p in reversed(iteration_checkpoints(folder)) if p != latest]
+    return ([latest] if latest is not None else []) + others
+
+
+def load_latest_checkpoint(folder: str | os.PathLike) -> tuple[Path, dict] | None:
+    """(path, state) of the newest readable checkpoint in `folder`, None when it has none.
+
+    An unreadable one (truncated, corrupt, missing) is skipped with a warning naming it; a
+    refused one (unsafe pickle) is an error: it was not written by this framework.
+    """
+    candidates = resume_candidates(folder)
+    for i, path in enumerate(candidates):
+        try:
+            return path, load_checkpoint(path)
+        except UnsafeCheckpointError:
+            raise
+        except CheckpointError as err:
+            following = f"trying {candidates[i + 1].name}" if i + 1 < len(candidates) else "no older one left"
+            logger.warning(f"warning: skipping unreadable checkpoint: {err}; {following}")
+    if candidates:
+        raise CheckpointError(f"no readable checkpoint in {folder} (tried {', '.join(p.name for p in candidates)})")
+    return None
 
 
 def prune(folder: Path, keep_last: int) -> None:

@@ -8,11 +8,17 @@ from __future__ import annotations
 import datetime
 import inspect
 import os
+import signal
 
 import torch
 import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
+
+
+# A gloo group for small host-side agreements (stop flags, random states); None means the
+# default group, which is gloo already on CPU.
+_control_group = None
 
 
 def is_distributed() -> bool:
@@ -46,6 +52,15 @@ def all_reduce_mean(tensor: torch.Tensor) -> torch.Tensor:
     return tensor / get_world_size()
 
 
+def gather_by_rank(obj) -> dict:
+    """{rank: obj of that rank} on every rank (a collective; host objects through gloo)."""
+    if not is_distributed():
+        return {0: obj}
+    gathered = [None] * get_world_size()
+    dist.all_gather_object(gathered, obj, group=_control_group)
+    return dict(enumerate(gathered))
+
+
 def barrier() -> None:
     if is_distributed():
         dist.barrier()
@@ -68,6 +83,18 @@ def init_distributed(backend: str = "auto", timeout_s: float = 1800) -> None:
     if backend == "nccl":
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
     dist.init_process_group(backend=backend, timeout=datetime.timedelta(seconds=timeout_s))
+    global _control_group
+    # Host-side agreements go through gloo, so they never wait on a GPU stream.
+    _control_group = None if backend == "gloo" else dist.new_group(backend="gloo")
+
+
+def agree_on_stop(received: signal.Signals | None) -> signal.Signals | None:
+    """The stop signal any rank received (every rank calls this once per iteration)."""
+    if not is_distributed():
+        return received
+    flag = torch.tensor([int(received or 0)])
+    dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=_control_group)
+    return signal.Signals(int(flag)) if int(flag) else None
 
 
 def destroy_distributed() -> None:

@@ -7,7 +7,8 @@ the config's `hooks:` list default to 50, after every built-in):
     10 LoggerHook        losses/lr/timings to console, progress bar, TensorBoard
     20 LRSchedulerHook   every scheduler steps once per iteration
     30 EvalHook          evaluation every train.val_interval and at the end
-    40 CheckpointHook    iter_<N>.pth every train.ckpt_interval and at the end; best.pth
+    40 CheckpointHook    iter_<N>.pth every train.ckpt_interval, at the end and when a
+                         SIGTERM/SIGINT stops the run; best.pth
 
 `trainer.iter` counts completed iterations, so in after_iter the first call sees iter == 1.
 """
@@ -108,7 +109,7 @@ class LoggerHook(Hook):
         self._iter_time += trainer.iter_time
         if self.bar is not None:
             self.bar.update(trainer.iter)
-        if _every(trainer, self.interval):
+        if _every(trainer, self.interval) or trainer.stop_signal:
             self._write(trainer)
             self._reset()
 
@@ -173,8 +174,20 @@ class EvalHook(Hook):
         self.num_images = num_images
 
     def before_train(self, trainer) -> None:
+        if trainer.iter and is_main():
+            self._forget_after(trainer.iter, Path(trainer.work_dir) / "metrics.jsonl")
         if self.at_start and trainer.iter == 0 and trainer.val_loader is not None:
             self._run(trainer)
+
+    @staticmethod
+    def _forget_after(iteration: int, path: Path) -> None:
+        """Drop records past `iteration`: a run resumed from there evaluates them again."""
+        if not path.is_file():
+            return
+        lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+        kept = [line for line in lines if json.loads(line)["iter"] <= iteration]
+        if len(kept) < len(lines):
+            ckpt.atomic_write_bytes(path, lambda f: f.write("".join(kept).encode()))
 
     def after_iter(self, trainer) -> None:
         if trainer.val_loader is not None and _every(trainer, self.interval):
@@ -210,18 +223,28 @@ class CheckpointHook(Hook):
         self.best_metric = best_metric
         self.best_mode = best_mode
 
+    def before_train(self, trainer) -> None:
+        if is_main():
+            for path in ckpt.remove_stale_temp_files(Path(trainer.work_dir) / "checkpoints"):
+                logger.info(f"removed {path.name}, left by a checkpoint write that was interrupted")
+
     def after_iter(self, trainer) -> None:
         folder = Path(trainer.work_dir) / "checkpoints"
-        save_iter = _every(trainer, self.interval)
+        save_iter = _every(trainer, self.interval) or trainer.stop_signal is not None
         save_best = self._improved(trainer)
-        if not (save_iter or save_best) or not is_main():
+        if not (save_iter or save_best):
             return
-        state = trainer.state_dict()
+        state = trainer.state_dict()  # on every rank: it gathers each rank's random state
+        if not is_main():
+            return
         if save_iter:
             name = f"iter_{trainer.iter}.pth"
             ckpt.save_checkpoint(state, folder / name)
             ckpt.write_latest(folder, name)  # only after the file is complete
             ckpt.prune(folder, self.keep_last)
+            if trainer.stop_signal is not None:
+                logger.info(f"stopped by {trainer.stop_signal.name} at iteration {trainer.iter}: saved "
+                            f"{folder / name}; continue with --resume")
         if save_best:
             ckpt.save_checkpoint(state, folder / "best.pth")
             logger.info(f"new best {self.best_metric} {trainer.best['value']:.4f} at iter {trainer.iter}")

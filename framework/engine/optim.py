@@ -132,6 +132,8 @@ class Optimizers:
         return {name: opt.param_groups[0]["lr"] for name, opt in self.optimizers.items()}
 
     def state_dict(self) -> dict:
+        """Everything this object owns that a resume must restore, by optimizer name (it is the
+        checkpoint's `optim` entry), including the gradient scaler."""
         state = {
             "optimizers": {n: o.state_dict() for n, o in self.optimizers.items()},
             "schedulers": {n: s.state_dict() for n, s in self.schedulers.items()},

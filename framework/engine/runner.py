@@ -10,11 +10,13 @@ from pathlib import Path
 
 import numpy as np
 import torch
+import yaml
 from omegaconf import DictConfig, OmegaConf
 
 from framework.config import import_custom_modules, save_config, to_plain
 from framework.data.loader import build_dataloader
 from framework.engine import checkpoint as ckpt
+from framework.engine import pretrained
 from framework.engine.dist import get_rank, get_world_size, init_distributed, is_main, wrap_networks
 from framework.engine.hooks import CheckpointHook, EvalHook, LoggerHook, LRSchedulerHook
 from framework.engine.optim import build_optimizers
@@ -87,19 +89,6 @@ def build_metrics(cfg: dict) -> list:
     return [METRICS.build(node, path=f"metrics[{i}]") for i, node in enumerate(nodes)]
 
 
-def load_weights(task: torch.nn.Module, path: str) -> None:
-    """Initialise the task from `load_from`: tensors whose name and shape match are loaded."""
-    state = ckpt.load_checkpoint(path)
-    weights = state.get("task", state)
-    own = task.state_dict()
-    matched = {k: v for k, v in weights.items() if k in own and own[k].shape == v.shape}
-    if not matched:
-        raise CheckpointError(f"load_from: no tensor of {path} matches the task's names and shapes")
-    task.load_state_dict(matched, strict=False)
-    logger.info(f"load_from {path}: loaded {len(matched)}/{len(own)} tensors "
-                f"({len(weights) - len(matched)} in the file unused)")
-
-
 def build_hooks(cfg: dict) -> list:
     train = cfg["train"]
     hooks = [
@@ -113,22 +102,63 @@ def build_hooks(cfg: dict) -> list:
     return hooks
 
 
-def find_resume_checkpoint(work_dir: str) -> Path:
+def auto_resume_enabled(setting) -> bool:
+    """`auto_resume`: true, false, or auto (on when torchrun restarted the worker group)."""
+    if setting == "auto":
+        return int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") or 0) > 0
+    if isinstance(setting, bool):
+        return setting
+    raise ConfigError(f"auto_resume: must be true, false or auto, got {setting!r}")
+
+
+def checkpoint_to_resume(work_dir: str, resume: str | bool | None, auto_resume) -> tuple[Path, dict] | None:
+    """(path, state) to resume from: `--resume PATH`, `--resume` (the work dir's latest readable
+    checkpoint, else an error), or with auto_resume the latest if there is one; else None."""
+    if isinstance(resume, (str, os.PathLike)):
+        return Path(resume), ckpt.load_checkpoint(resume)
     folder = Path(work_dir) / "checkpoints"
-    latest = ckpt.read_latest(folder)
-    if latest is None:
-        raise CheckpointError(f"--resume: no checkpoint to resume from in {folder}")
-    return latest
+    if resume or auto_resume_enabled(auto_resume):
+        found = ckpt.load_latest_checkpoint(folder)
+        if found is None and resume:
+            raise CheckpointError(f"--resume: no checkpoint to resume from in {folder}")
+        return found
+    return None
 
 
-def build_trainer(cfg: DictConfig, work_dir: str, resume: str | bool | None = None) -> Trainer:
-    """Everything a run needs, built from the config; `resume` True means the latest checkpoint."""
+# Settings about where and how a run was launched, not what it trains: not worth a warning.
+LAUNCH_KEYS = ("work_dir", "auto_resume")
+
+
+def config_changes(saved_yaml: str, current: dict, limit: int = 5) -> str:
+    """'key: old -> new' for the first `limit` training settings that differ between two configs."""
+    def flat(node, prefix=""):
+        if isinstance(node, dict):
+            return {k: v for key, value in node.items() for k, v in flat(value, f"{prefix}{key}.").items()}
+        return {prefix[:-1]: node}
+
+    saved, now = flat(yaml.safe_load(saved_yaml) or {}), flat(current)
+    for key in LAUNCH_KEYS:
+        saved.pop(key, None), now.pop(key, None)
+    changed = [f"{k}: {saved.get(k, '<absent>')} -> {now.get(k, '<absent>')}"
+               for k in sorted(set(saved) | set(now)) if saved.get(k) != now.get(k)]
+    more = f" (and {len(changed) - limit} more)" if len(changed) > limit else ""
+    return "; ".join(changed[:limit]) + more
+
+
+def build_trainer(cfg: DictConfig, work_dir: str, resume: str | bool | None = None,
+                  overrides: list[str] | tuple[str, ...] = ()) -> Trainer:
+    """Everything a run needs, built from the config.
+
+    `resume`: a checkpoint path, True for the work dir's latest, None to follow `auto_resume`.
+    `overrides`: the command line's key=value list, recorded in every checkpoint.
+    """
     import_custom_modules(cfg)
     plain = to_plain(cfg)
     init_distributed(plain["dist"]["backend"], plain["dist"]["timeout"])
     device = select_device(plain["device"])
     seed_everything(plain["seed"], plain["deterministic"])
     rank, world_size = get_rank(), get_world_size()
+    resume_from = checkpoint_to_resume(work_dir, resume, plain["auto_resume"])
 
     data = plain["data"]
     if "train" not in data:
@@ -141,16 +171,25 @@ def build_trainer(cfg: DictConfig, work_dir: str, resume: str | bool | None = No
                                       world_size=world_size, device=device)
 
     train = plain["train"]
-    max_iters = train["max_iters"] or train["max_epochs"] * len(train_loader)
+    accumulate = train["accumulate"]
+    if not isinstance(accumulate, int) or accumulate < 1:
+        raise ConfigError(f"train.accumulate: must be a positive integer, got {accumulate!r}")
+    max_iters = train["max_iters"] or train["max_epochs"] * (len(train_loader) // accumulate)
     task = build_task(plain, device)
-    if plain.get("load_from"):
-        load_weights(task, plain["load_from"])
+    networks = pretrained.configured_networks(task)
+    for _, network, settings in networks:
+        pretrained.freeze_and_keep_eval(network, settings)  # before the optimizers pick parameters
+    if resume_from is None:
+        pretrained.load_pretrained(task, plain.get("load_from"), work_dir, write_report=is_main())
+    elif plain.get("load_from") or any("init" in settings for _, _, settings in networks):
+        logger.info("load_from/init not applied: the checkpoint being resumed holds the weights")
     if plain["sync_bn"]:
         for name, network in task.networks().items():
             setattr(task, name, convert_sync_batchnorm(network, device))
     amp_dtype = amp_settings(plain["amp"])
     scaler = torch.amp.GradScaler(device.type) if amp_dtype == torch.float16 else None
     optim = build_optimizers(plain, task, max_iters, scaler)
+    # After loading: DDP starts every rank from rank 0's weights.
     optim.ddp_networks = wrap_networks(task, device, plain["dist"]["find_unused_parameters"],
                                        plain["dist"]["broadcast_buffers"])
     metrics = build_metrics(plain)
@@ -160,22 +199,34 @@ def build_trainer(cfg: DictConfig, work_dir: str, resume: str | bool | None = No
         save_config(cfg, Path(work_dir) / "config.yaml")
         from torch.utils.tensorboard import SummaryWriter
 
-        writer = SummaryWriter(str(Path(work_dir) / "tensorboard"))
+        # A resumed run hides the events logged after its checkpoint: it logs those steps again.
+        purge_step = resume_from[1]["meta"]["iter"] + 1 if resume_from is not None else None
+        writer = SummaryWriter(str(Path(work_dir) / "tensorboard"), purge_step=purge_step)
 
-    accumulate = train["accumulate"]
-    if not isinstance(accumulate, int) or accumulate < 1:
-        raise ConfigError(f"train.accumulate: must be a positive integer, got {accumulate!r}")
     trainer = Trainer(task, optim, train_loader, val_loader, metrics, build_hooks(plain), max_iters,
-                      work_dir, device, config_text=OmegaConf.to_yaml(cfg), writer=writer,
+                      work_dir, device, config_text=OmegaConf.to_yaml(cfg), writer=writer, overrides=overrides,
                       accumulate=accumulate, amp_dtype=amp_dtype)
-    if resume:
-        path = find_resume_checkpoint(work_dir) if resume is True else Path(resume)
-        trainer.load_state_dict(ckpt.load_checkpoint(path))
-        logger.info(f"resumed from {path} at iteration {trainer.iter}")
+    if resume_from is not None:
+        resume_trainer(trainer, *resume_from, current_config=plain)
 
     batch = train_loader.batch_size
     params = sum(p.numel() for p in task.parameters())
+    trainable = sum(p.numel() for p in task.parameters() if p.requires_grad)
     logger.info(f"work_dir {work_dir}  device {device}  processes {world_size}  batch {batch} per process "
                 f"x {accumulate} accumulated = {batch * world_size * accumulate} per step  "
-                f"parameters {params / 1e6:.2f}M  max_iters {max_iters}")
+                f"parameters {params / 1e6:.2f}M ({trainable / 1e6:.2f}M trained)  max_iters {max_iters}")
     return trainer
+
+
+def resume_trainer(trainer: Trainer, path: Path, state: dict, current_config: dict) -> None:
+    try:
+        trainer.load_state_dict(state)
+    except (KeyError, ValueError, RuntimeError) as err:  # a checkpoint of another model or optimizer setup
+        reason = " ".join(str(err).split())[:300]
+        raise CheckpointError(f"{path} does not fit this config's task/optimizers: {reason}") from err
+    changes = config_changes(state["meta"].get("config", ""), current_config)
+    if changes:
+        logger.warning(f"warning: resuming with a config that differs from the checkpoint's: {changes}. "
+                       "Optimizer and scheduler states (learning rates, schedule lengths) continue as saved")
+    logger.info(f"resumed from {path} at iteration {trainer.iter} (epoch {trainer.epoch}, "
+                f"{trainer.data.batches_in_epoch} batches into it)")

@@ -15,6 +15,12 @@
 One iteration is one optimizer step (of every optimizer the task uses); `max_iters`, the LR
 schedules and all intervals count iterations, whatever `accumulate` is.
 
+SIGTERM or SIGINT during an iteration ends the run after that iteration: its after_iter hooks
+run with `trainer.stop_signal` set (the CheckpointHook then saves whatever the interval), then
+after_train, and `fit` returns; tools/train.py exits with 128 + the signal number. A signal
+that arrives during the hooks is noticed after the next step. Under torchrun the ranks agree
+on stopping at the same iteration (a signal seen by any rank stops all).
+
 See framework/engine/hooks.py for what each built-in hook does and when.
 """
 
@@ -22,6 +28,7 @@ from __future__ import annotations
 
 import logging
 import random
+import signal
 import time
 
 import numpy as np
@@ -29,7 +36,9 @@ import torch
 from torch import nn
 
 import framework
+from framework.engine.dist import agree_on_stop, gather_by_rank, get_rank
 from framework.engine.evaluation import evaluate, move_to_device
+from framework.engine.stop import StopSignals
 
 logger = logging.getLogger("framework")
 
@@ -70,7 +79,8 @@ class TrainData:
 class Trainer:
     def __init__(self, task: nn.Module, optim, train_loader, val_loader, metrics: list, hooks: list,
                  max_iters: int, work_dir: str, device: torch.device, config_text: str = "",
-                 writer=None, accumulate: int = 1, amp_dtype: torch.dtype | None = None):
+                 writer=None, overrides: list[str] | tuple[str, ...] = (), accumulate: int = 1,
+                 amp_dtype: torch.dtype | None = None):
         self.task = task
         self.optim = optim
         self.data = TrainData(train_loader)
@@ -80,7 +90,8 @@ class Trainer:
         self.max_iters = max_iters
         self.work_dir = work_dir
         self.device = device
-        self.config_text = config_text
+        self.config_text = config_text  # the resolved config, saved in every checkpoint
+        self.overrides = list(overrides)  # the command line's key=value overrides, likewise
         self.writer = writer  # a TensorBoard SummaryWriter on rank 0, None elsewhere
         self.accumulate = accumulate
         self.amp_dtype = amp_dtype  # None: full precision
@@ -92,6 +103,7 @@ class Trainer:
         self.last_metrics: dict[str, float] = {}
         self.last_metrics_iter = -1
         self.best: dict = {}
+        self.stop_signal: signal.Signals | None = None  # set when SIGTERM/SIGINT ends the run early
 
     @property
     def epoch(self) -> int:
@@ -102,16 +114,20 @@ class Trainer:
             getattr(hook, stage)(self)
 
     def fit(self) -> None:
+        """Train to max_iters, or until SIGTERM/SIGINT (then `self.stop_signal` names it)."""
         self.task.train()
-        self._call_hooks("before_train")
-        while self.iter < self.max_iters:
-            self._call_hooks("before_iter")
-            start = time.perf_counter()
-            self.step_logs = self._train_iteration()
-            self.iter += 1
-            self.iter_time = time.perf_counter() - start
-            self._call_hooks("after_iter")
-        self._call_hooks("after_train")
+        with StopSignals() as stop:
+            self._call_hooks("before_train")
+            while self.iter < self.max_iters and self.stop_signal is None:
+                self._call_hooks("before_iter")
+                start = time.perf_counter()
+                self.step_logs = self._train_iteration()
+                self.iter += 1
+                self.iter_time = time.perf_counter() - start
+                # read once per iteration (and agreed across ranks), so every hook and rank agrees
+                self.stop_signal = agree_on_stop(stop.received)
+                self._call_hooks("after_iter")
+            self._call_hooks("after_train")
 
     def _train_iteration(self) -> dict:
         """One optimizer step over `accumulate` micro-batches; returns the averaged step logs."""
@@ -145,6 +161,16 @@ class Trainer:
     # ------------------------------------------------------------------ checkpoint state
 
     def state_dict(self) -> dict:
+        """Everything an exact resume needs, as tensors and plain containers (weights_only-loadable):
+
+        meta   counters (iteration, epoch, batches consumed in the epoch), the best metric so
+               far, the resolved config and command-line overrides, framework and torch versions
+        task   every network (and EMA copy) of the task
+        optim  every optimizer and scheduler (see Optimizers.state_dict)
+        rng    {rank: python, numpy, torch CPU and CUDA generator states}
+
+        Under DDP every rank must call this (the random states are gathered); rank 0 saves.
+        """
         return {
             "meta": {
                 "iter": self.iter,
@@ -152,11 +178,13 @@ class Trainer:
                 "batches_in_epoch": self.data.batches_in_epoch,
                 "best": dict(self.best),
                 "framework_version": framework.__version__,
+                "torch_version": str(torch.__version__),
                 "config": self.config_text,
+                "overrides": list(self.overrides),
             },
             "task": self.task.state_dict(),
             "optim": self.optim.state_dict(),
-            "rng": rng_state(),
+            "rng": gather_by_rank(rng_state()),
         }
 
     def load_state_dict(self, state: dict) -> None:
@@ -166,7 +194,12 @@ class Trainer:
         self.iter = meta["iter"]
         self.data.seek(meta["epoch"], meta["batches_in_epoch"])
         self.best = dict(meta.get("best") or {})
-        set_rng_state(state["rng"])
+        rank = get_rank()
+        if rank in state["rng"]:
+            set_rng_state(state["rng"][rank])
+        else:
+            logger.warning(f"warning: the checkpoint has no random state for rank {rank} (it has ranks "
+                           f"{sorted(state['rng'])}); this rank keeps its fresh seed, so the resume is not exact")
 
 
 def rng_state() -> dict:

@@ -1,0 +1,304 @@
+"""Starting from pretrained weights, partially; freezing; BatchNorm kept in eval mode.
+
+Two ways to load weights, with the same options:
+
+    load_from: work_dirs/old_run/checkpoints/best.pth     # the whole task (applied last)
+    task:
+      model:
+        type: DeepLabV3
+        num_classes: 5
+        init:                                   # one network (any model node)
+          checkpoint: resnet50.pth              # .pth / .pt (torch.load, weights_only) or .safetensors
+          prefix: ""                            # only keys starting with it, which it is cut from
+          rename: {"^": "net.backbone."}        # regex -> replacement, applied in order
+          strict: false                         # true: any missing/unexpected/reshaped key is an error
+          min_loaded_ratio: 0.5                 # error when less of the network than this was loaded
+        frozen: [net.backbone.conv1, net.backbone.bn1, net.backbone.layer1]   # or true: all of it
+        norm_eval: true                         # every BatchNorm of the network stays in eval mode
+
+`load_from` and `init` also take just a path. The file may be a plain state dict, a training
+checkpoint of this framework (its task weights are used) or a dict holding the state dict
+under `state_dict` or `model`. `module.` (DDP) and `_orig_mod.` (torch.compile) path components
+are ignored when matching names. Tensors whose shape differs from the network's (a new
+number of classes) are skipped, not loaded. Each load prints a table and everything lands
+in `<work_dir>/load_report.json`: loaded, missing, unexpected and shape-mismatched keys with
+shapes, and counts.
+
+Frozen submodules get no gradient (they are left out of the optimizers) and stay in eval mode,
+so their BatchNorm statistics do not drift either. A resumed run skips the loading (the
+checkpoint has the weights) but freezes as configured.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import types
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from framework.engine.checkpoint import atomic_write_bytes, read_weights_file
+from framework.errors import CheckpointError, ConfigError
+from framework.registry import did_you_mean
+
+logger = logging.getLogger("framework")
+
+WRAPPER_COMPONENTS = ("module", "_orig_mod")  # added to names by DDP and torch.compile
+LOAD_KEYS = ("checkpoint", "prefix", "rename", "strict", "min_loaded_ratio")
+REPORT_FILE = "load_report.json"
+LISTED_IN_ERRORS = 10
+
+
+@dataclass
+class LoadSpec:
+    """Where weights come from and how their names map onto a module's."""
+
+    checkpoint: str
+    prefix: str = ""
+    rename: dict[str, str] = field(default_factory=dict)
+    strict: bool = False
+    min_loaded_ratio: float = 0.0
+
+    @classmethod
+    def from_config(cls, value, path: str) -> "LoadSpec":
+        if isinstance(value, (str, Path)):
+            value = {"checkpoint": str(value)}
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"{path}: expected a file path or {{checkpoint: PATH, ...}}, got {value!r}")
+        for key in value:
+            if key not in LOAD_KEYS:
+                raise ConfigError(f"{path}.{key}: unknown key{did_you_mean(str(key), LOAD_KEYS)} "
+                                  f"(allowed: {', '.join(LOAD_KEYS)})")
+        if not value.get("checkpoint"):
+            raise ConfigError(f"{path}.checkpoint: missing (the file to load)")
+        rename = value.get("rename") or {}
+        if not isinstance(rename, Mapping):
+            raise ConfigError(f"{path}.rename: expected {{regex: replacement}}, got {rename!r}")
+        for pattern in rename:
+            try:
+                re.compile(pattern)
+            except re.error as err:
+                raise ConfigError(f"{path}.rename: '{pattern}' is not a regular expression: {err}") from err
+        ratio = value.get("min_loaded_ratio", 0.0)
+        if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not 0.0 <= ratio <= 1.0:
+            raise ConfigError(f"{path}.min_loaded_ratio: must be a number in [0, 1], got {ratio!r}")
+        strict = value.get("strict", False)
+        if not isinstance(strict, bool):  # bool("false") would be True
+            raise ConfigError(f"{path}.strict: expected true or false, got {strict!r}")
+        return cls(checkpoint=str(value["checkpoint"]), prefix=str(value.get("prefix") or ""),
+                   rename={str(k): str(v) for k, v in rename.items()}, strict=strict, min_loaded_ratio=float(ratio))
+
+
+@dataclass
+class LoadReport:
+    """What one load did. Keys are the module's names; `source` keys are the file's."""
+
+    target: str
+    spec: LoadSpec
+    module_tensors: int
+    loaded: list[dict] = field(default_factory=list)  # {key, source}
+    missing: list[dict] = field(default_factory=list)  # {key, shape}
+    unexpected: list[dict] = field(default_factory=list)  # {key, source, shape}
+    shape_mismatched: list[dict] = field(default_factory=list)  # {key, source, checkpoint_shape, model_shape}
+    outside_prefix: int = 0  # tensors of the file not under `prefix`: not considered
+
+    def counts(self) -> dict[str, int]:
+        return {"loaded": len(self.loaded), "missing": len(self.missing), "unexpected": len(self.unexpected),
+                "shape_mismatched": len(self.shape_mismatched), "outside_prefix": self.outside_prefix,
+                "module_tensors": self.module_tensors}
+
+    @property
+    def loaded_ratio(self) -> float:
+        return len(self.loaded) / max(self.module_tensors, 1)
+
+    def to_json(self) -> dict:
+        return {"checkpoint": self.spec.checkpoint, "prefix": self.spec.prefix, "rename": self.spec.rename,
+                "strict": self.spec.strict, "counts": self.counts(), "loaded": self.loaded,
+                "missing": self.missing, "unexpected": self.unexpected, "shape_mismatched": self.shape_mismatched}
+
+    def table(self) -> str:
+        rows = [("loaded", len(self.loaded), f"{self.loaded_ratio:.0%} of the module's {self.module_tensors} tensors"),
+                ("missing", len(self.missing), _examples(self.missing, lambda e: f"{e['key']} {e['shape']}")),
+                ("unexpected", len(self.unexpected), _examples(self.unexpected, lambda e: f"{e['source']} {e['shape']}")),
+                ("shape mismatch", len(self.shape_mismatched), _examples(
+                    self.shape_mismatched, lambda e: f"{e['key']} {e['checkpoint_shape']} vs {e['model_shape']}")),
+                ("outside prefix", self.outside_prefix, f"prefix '{self.spec.prefix}'" if self.spec.prefix else "")]
+        lines = [f"{self.target} <- {self.spec.checkpoint}"]
+        lines += [f"  {name:<15}{count:>6}  {detail}".rstrip() for name, count, detail in rows]
+        return "\n".join(lines)
+
+    def problems(self) -> str:
+        """Missing, unexpected and reshaped keys, listed, for an error message."""
+        parts = []
+        for name, entries, show in (("missing", self.missing, lambda e: e["key"]),
+                                    ("unexpected", self.unexpected, lambda e: e["source"]),
+                                    ("shape mismatch", self.shape_mismatched,
+                                     lambda e: f"{e['key']} {e['checkpoint_shape']} vs {e['model_shape']}")):
+            if entries:
+                parts.append(f"{len(entries)} {name}: {_examples(entries, show, LISTED_IN_ERRORS)}")
+        return "; ".join(parts)
+
+
+def _examples(entries: list[dict], show, limit: int = 3) -> str:
+    text = ", ".join(show(e) for e in entries[:limit])
+    return text + (f", ... ({len(entries) - limit} more)" if len(entries) > limit else "")
+
+
+# ----------------------------------------------------------------------------- matching
+
+
+def weights_in_file(path: str) -> dict[str, torch.Tensor]:
+    """The state dict in a weights file or a training checkpoint (safely read)."""
+    state = read_weights_file(path)
+    if "task" in state and "meta" in state:  # a training checkpoint of this framework
+        state = state["task"]
+    else:
+        for wrapper in ("state_dict", "model"):
+            if isinstance(state.get(wrapper), Mapping):
+                state = state[wrapper]
+                break
+    tensors = {k: v for k, v in state.items() if isinstance(v, torch.Tensor)}
+    if not tensors:
+        raise CheckpointError(f"{path}: holds no tensors to load (keys: {', '.join(map(str, list(state)[:5]))})")
+    return tensors
+
+
+def _without_wrappers(key: str) -> str:
+    return ".".join(p for p in key.split(".") if p not in WRAPPER_COMPONENTS)
+
+
+def match_weights(weights: Mapping[str, torch.Tensor], own: Mapping[str, torch.Tensor], spec: LoadSpec,
+                  target: str) -> tuple[dict[str, torch.Tensor], LoadReport]:
+    """The tensors of `weights` to load into a module whose state dict is `own`, and the report.
+
+    A file key goes through: prefix selection, the rename rules, then matching against the
+    module's keys, exactly or with `module.`/`_orig_mod.` components ignored on both sides.
+    """
+    report = LoadReport(target=target, spec=spec, module_tensors=len(own))
+    by_plain_name: dict[str, str] = {}
+    ambiguous = set()
+    for key in own:
+        plain = _without_wrappers(key)
+        if plain in by_plain_name:
+            ambiguous.add(plain)
+        by_plain_name[plain] = key
+    for plain in ambiguous:
+        del by_plain_name[plain]
+
+    selected: dict[str, torch.Tensor] = {}
+    taken_from: dict[str, str] = {}
+    for source, tensor in weights.items():
+        name = _without_wrappers(source)
+        if spec.prefix:
+            if not name.startswith(spec.prefix):
+                report.outside_prefix += 1
+                continue
+            name = name[len(spec.prefix):]
+        for pattern, replacement in spec.rename.items():
+            name = re.sub(pattern, replacement, name)
+        key = name if name in own else by_plain_name.get(_without_wrappers(name))
+        if key is None or key in taken_from:
+            report.unexpected.append({"key": name, "source": source, "shape": list(tensor.shape)})
+        elif tensor.shape != own[key].shape:
+            report.shape_mismatched.append({"key": key, "source": source, "checkpoint_shape": list(tensor.shape),
+                                            "model_shape": list(own[key].shape)})
+            taken_from[key] = source
+        else:
+            selected[key] = tensor
+            taken_from[key] = source
+            report.loaded.append({"key": key, "source": source})
+    report.missing = [{"key": k, "shape": list(v.shape)} for k, v in own.items() if k not in taken_from]
+    # In the module's order (file order differs between formats: safetensors sorts its keys).
+    position = {key: i for i, key in enumerate(own)}
+    report.loaded.sort(key=lambda e: position[e["key"]])
+    report.shape_mismatched.sort(key=lambda e: position[e["key"]])
+    report.unexpected.sort(key=lambda e: e["source"])
+    return selected, report
+
+
+def load_into(module: nn.Module, spec: LoadSpec, target: str) -> LoadReport:
+    """Load what matches of `spec.checkpoint` into `module`; errors per `strict`/`min_loaded_ratio`."""
+    own = module.state_dict()
+    selected, report = match_weights(weights_in_file(spec.checkpoint), own, spec, target)
+    where = f"{target} <- {spec.checkpoint}"
+    if spec.strict and report.problems():
+        raise CheckpointError(f"{where} (strict): {report.problems()}")
+    if not selected:
+        raise CheckpointError(f"{where}: no tensor matched the module's names and shapes "
+                              f"({report.problems() or 'nothing under the prefix'}); check prefix and rename")
+    if report.loaded_ratio < spec.min_loaded_ratio:
+        raise CheckpointError(f"{where}: loaded {len(report.loaded)} of {report.module_tensors} tensors "
+                              f"({report.loaded_ratio:.0%}), below min_loaded_ratio {spec.min_loaded_ratio:g}")
+    module.load_state_dict(selected, strict=False)
+    return report
+
+
+# ----------------------------------------------------------------------------- network settings
+
+
+def configured_networks(task: nn.Module) -> list[tuple[str, nn.Module, dict]]:
+    """(name in the task, network, settings) of every network whose node had init/frozen/norm_eval."""
+    return [(name, module, module.network_settings) for name, module in task.named_modules()
+            if getattr(module, "network_settings", None)]
+
+
+def freeze_and_keep_eval(network: nn.Module, settings: dict) -> None:
+    """Apply `frozen` and `norm_eval`: no gradients for frozen submodules, and frozen submodules
+    and (with norm_eval) every BatchNorm kept in eval mode whenever the network is trained."""
+    path = settings["path"]
+    frozen = settings.get("frozen") or []
+    if frozen is True:
+        frozen = [""]
+    elif isinstance(frozen, str) or not isinstance(frozen, list):
+        raise ConfigError(f"{path}.frozen: expected a list of submodule names (or true), got {frozen!r}")
+    names = dict(network.named_modules())
+    for name in frozen:
+        if name not in names:
+            hint = did_you_mean(str(name), [n for n in names if n])
+            raise ConfigError(f"{path}.frozen: the network has no submodule '{name}'{hint}")
+        for p in names[name].parameters():
+            p.requires_grad_(False)
+    norm_eval = settings.get("norm_eval", False)
+    if not isinstance(norm_eval, bool):
+        raise ConfigError(f"{path}.norm_eval: expected true or false, got {norm_eval!r}")
+    if frozen or norm_eval:
+        network._kept_in_eval = (list(frozen), norm_eval)
+        # Bound to the network (not a closure over it), so deep copies (EMA) keep their own.
+        network.train = types.MethodType(_train_keeping_eval, network)
+        network.train(network.training)
+
+
+def _train_keeping_eval(network: nn.Module, mode: bool = True) -> nn.Module:
+    type(network).train(network, mode)
+    frozen, norm_eval = network._kept_in_eval
+    # Looked up by name at every call, so BatchNorms converted to SyncBatchNorm are covered.
+    kept = [network.get_submodule(name) for name in frozen]
+    if norm_eval:
+        kept += [m for m in network.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
+    for module in kept:
+        type(module).train(module, False)  # not module.eval(): that would call this again
+    return network
+
+
+def load_pretrained(task: nn.Module, load_from, work_dir: str | None, write_report: bool = True) -> list[LoadReport]:
+    """Every network's `init`, then `load_from` into the whole task; tables logged, report written."""
+    reports = []
+    for name, network, settings in configured_networks(task):
+        if settings.get("init") is not None:
+            spec = LoadSpec.from_config(settings["init"], f"{settings['path']}.init")
+            reports.append(load_into(network, spec, target=f"task.{name}"))
+    if load_from:
+        reports.append(load_into(task, LoadSpec.from_config(load_from, "load_from"), target="task"))
+    for report in reports:
+        logger.info(report.table())
+    if reports and work_dir and write_report:
+        path = Path(work_dir) / REPORT_FILE
+        text = json.dumps({r.target: r.to_json() for r in reports}, indent=2) + "\n"
+        atomic_write_bytes(path, lambda f: f.write(text.encode()))
+        logger.info(f"load report written to {path}")
+    return reports

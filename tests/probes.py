@@ -1,0 +1,72 @@
+"""Code that processes started by tests run: imported through `custom_imports`, or the target
+of a forked process.
+
+`LossRecorderHook` appends every iteration's losses to a file, exactly (float.hex), with one
+unbuffered write per line so a SIGKILL never leaves a half line; `delay` slows iterations down
+so a test can interrupt a run near a chosen iteration. `CrashOnFirstAttemptHook` makes a
+torchrun worker die at a given iteration of its first attempt only. `stall_checkpoint_write`
+starts writing a checkpoint and hangs halfway, for a test to kill it there.
+"""
+
+import os
+import time
+from pathlib import Path
+
+import torch
+
+from framework.engine import checkpoint as ckpt
+from framework.engine.hooks import Hook
+from framework.registry import HOOKS
+
+
+@HOOKS.register()
+class LossRecorderHook(Hook):
+    priority = 60  # after every built-in hook, the checkpoint included
+
+    def __init__(self, path: str, delay: float = 0.0):
+        self.path = path
+        self.delay = delay
+
+    def after_iter(self, trainer) -> None:
+        losses = " ".join(f"{k}={float(v).hex()}" for k, v in sorted(trainer.step_logs.items()))
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+        try:
+            os.write(fd, f"{trainer.iter} {losses}\n".encode())
+        finally:
+            os.close(fd)
+        time.sleep(self.delay)
+
+
+def read_losses(path) -> list[tuple[int, str]]:
+    """(iteration, losses) per recorded line, in the order written (resumed runs repeat some)."""
+    records = []
+    for line in open(path, encoding="utf-8").read().splitlines():
+        iteration, _, losses = line.partition(" ")
+        records.append((int(iteration), losses))
+    return records
+
+
+@HOOKS.register()
+class CrashOnFirstAttemptHook(Hook):
+    priority = 70
+
+    def __init__(self, iteration: int):
+        self.iteration = iteration
+
+    def after_iter(self, trainer) -> None:
+        if trainer.iter == self.iteration and os.environ.get("TORCHELASTIC_RESTART_COUNT") == "0":
+            os._exit(1)  # as abrupt as a crash: no cleanup, no checkpoint
+
+
+def stall_checkpoint_write(path: str, ready_file: str) -> None:
+    """Save a checkpoint to `path` through the real atomic writer, but stop halfway through the
+    bytes: touch `ready_file` and sleep until killed."""
+
+    def half_then_hang(state, f):
+        f.write(b"PK\x03\x04" + bytes(1 << 20))  # the start of a zip archive, as torch.save writes
+        f.flush()
+        Path(ready_file).touch()
+        time.sleep(3600)
+
+    torch.save = half_then_hang
+    ckpt.save_checkpoint({"weights": torch.zeros(4)}, path)

@@ -1,0 +1,146 @@
+"""Exact resume: runs interrupted by SIGKILL (anywhere, even mid-write), SIGTERM and SIGINT and
+resumed with --resume, or restarted by torchrun, end bit-identical to an uninterrupted run:
+same per-iteration losses, same parameters, optimizer and scheduler states and random generators.
+"""
+
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+from probes import read_losses
+from support import REPO, TINY_UNET, fork_tool
+
+MAX_ITERS = 40
+COMMON = [f"train.max_iters={MAX_ITERS}", "train.ckpt_interval=3", "train.log_interval=1", "train.keep_last=2",
+          "custom_imports=[probes]"]
+# What a kind of task is tested with: (config, overrides, iterations per epoch). Epochs are
+# not multiples of the checkpoint interval, so most checkpoints fall mid-epoch; random
+# augmentation stays on, DataLoaders have a worker.
+CASES = {
+    "segmentation": (REPO / "configs/segmentation/unet_shapes.yaml",
+                     [*TINY_UNET, "train.val_interval=13", *COMMON], 5),
+}
+# (signal, exit status) of each interruption, in order: SIGKILL anywhere, then graceful stops.
+INTERRUPTIONS = [(signal.SIGKILL, -9)] * 5 + [(signal.SIGTERM, 143), (signal.SIGINT, 130)]
+
+
+def train(case, work_dir, losses_file, *extra, delay=0.0):
+    config, overrides, _ = CASES[case]
+    hook = f"hooks=[{{type: LossRecorderHook, path: '{losses_file}', delay: {delay}}}]"
+    return fork_tool("train", "--config", config, "--work-dir", work_dir, *overrides, hook, *extra,
+                     cwd=REPO / "tests", log=work_dir / "console.log")
+
+
+def last_recorded_iteration(losses_file) -> int:
+    try:
+        lines = losses_file.read_text().splitlines()
+    except FileNotFoundError:
+        return 0
+    return int(lines[-1].split()[0]) if lines else 0
+
+
+def interrupt_near(process, losses_file, iteration, sig, timeout=120):
+    deadline = time.monotonic() + timeout
+    while last_recorded_iteration(losses_file) < iteration:
+        assert process.is_alive(), f"the run ended before iteration {iteration}"
+        assert time.monotonic() < deadline, f"no iteration {iteration} within {timeout}s"
+        time.sleep(0.005)
+    os.kill(process.pid, sig)
+    process.join(timeout)
+    return process.exitcode
+
+
+def assert_same_state(a, b, where="state"):
+    assert type(a) is type(b), where
+    if isinstance(a, torch.Tensor):
+        assert a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b), where
+    elif isinstance(a, dict):
+        assert a.keys() == b.keys(), where
+        for key in a:
+            assert_same_state(a[key], b[key], f"{where}.{key}")
+    elif isinstance(a, (list, tuple)):
+        assert len(a) == len(b), where
+        for i, (x, y) in enumerate(zip(a, b)):
+            assert_same_state(x, y, f"{where}[{i}]")
+    else:
+        assert a == b, where
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_interrupted_runs_resume_bit_identical(tmp_path, case):
+    reference_dir, chain_dir = tmp_path / "reference", tmp_path / "interrupted"
+    reference_dir.mkdir(), chain_dir.mkdir()
+    reference = train(case, reference_dir, reference_dir / "losses.txt")  # runs alongside the chain
+
+    # Interruption points: random, increasing, at least one checkpoint interval apart.
+    rng = random.Random(5)
+    targets = [4 + 5 * i + rng.randrange(3) for i in range(len(INTERRUPTIONS))]
+    losses_file = chain_dir / "losses.txt"
+    for i, ((sig, expected_status), target) in enumerate(zip(INTERRUPTIONS, targets)):
+        process = train(case, chain_dir, losses_file, *(["--resume"] if i else []), delay=0.03)
+        status = interrupt_near(process, losses_file, target, sig)
+        assert status == expected_status, (sig, (chain_dir / "console.log").read_text()[-2000:])
+    final = train(case, chain_dir, losses_file, "--resume")
+    for process, folder in ((final, chain_dir), (reference, reference_dir)):
+        process.join(300)
+        assert process.exitcode == 0, (folder / "console.log").read_text()[-2000:]
+
+    # Every iteration's loss, including those redone after a SIGKILL, equals the reference's.
+    expected = dict(read_losses(reference_dir / "losses.txt"))
+    assert sorted(expected) == list(range(1, MAX_ITERS + 1))
+    recorded = read_losses(losses_file)
+    assert {it for it, _ in recorded} == set(expected)
+    for iteration, losses in recorded:
+        assert losses == expected[iteration], f"iteration {iteration}"
+
+    final_ckpt = f"checkpoints/iter_{MAX_ITERS}.pth"
+    resumed, uninterrupted = (torch.load(d / final_ckpt, weights_only=True) for d in (chain_dir, reference_dir))
+    for part in ("task", "optim", "rng"):
+        assert_same_state(resumed[part], uninterrupted[part], part)
+    assert resumed["meta"]["epoch"] == uninterrupted["meta"]["epoch"]
+    # Evaluations redone after a SIGKILL replace the first ones in metrics.jsonl.
+    assert (chain_dir / "metrics.jsonl").read_text() == (reference_dir / "metrics.jsonl").read_text()
+
+    # The runs resumed mid-epoch, and graceful stops resumed where they stopped, redoing nothing.
+    log = (chain_dir / "console.log").read_text()
+    resumed_at = [tuple(map(int, m)) for m in re.findall(r"at iteration (\d+) \(epoch (\d+), (\d+) batches", log)]
+    assert len(resumed_at) == len(INTERRUPTIONS)
+    epoch_length = CASES[case][2]
+    assert any(0 < batches < epoch_length for _, _, batches in resumed_at), resumed_at
+    stops = [int(m) for m in re.findall(r"stopped by SIG(?:TERM|INT) at iteration (\d+)", log)]
+    assert len(stops) == 2 and [it for it, _, _ in resumed_at[-2:]] == stops
+
+
+def test_torchrun_restart_resumes_by_itself_and_ends_identical(tmp_path):
+    """A worker dies at iteration 8 of its first attempt; torchrun --max-restarts=1 restarts it
+    and auto_resume (on for restarts) continues from the checkpoint of iteration 6."""
+    config, overrides, _ = CASES["segmentation"]
+    reference_dir, restarted_dir = tmp_path / "reference", tmp_path / "restarted"
+    reference_dir.mkdir(), restarted_dir.mkdir()
+    reference = train("segmentation", reference_dir, reference_dir / "losses.txt")
+    hooks = (f"hooks=[{{type: LossRecorderHook, path: '{restarted_dir / 'losses.txt'}'}}, "
+             "{type: CrashOnFirstAttemptHook, iteration: 8}]")
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    result = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=1", "--max-restarts=1",
+         str(REPO / "tools/train.py"), "--config", config, "--work-dir", restarted_dir, *overrides, hooks],
+        cwd=REPO / "tests", env=env, capture_output=True, text=True, timeout=300)
+    reference.join(300)
+    assert result.returncode == 0 and reference.exitcode == 0, result.stderr[-3000:]
+    assert "resumed from" in result.stdout and "iter_6.pth at iteration 6" in result.stdout
+
+    recorded = read_losses(restarted_dir / "losses.txt")
+    assert [it for it, _ in recorded] == [*range(1, 9), *range(7, MAX_ITERS + 1)]
+    expected = dict(read_losses(reference_dir / "losses.txt"))
+    assert all(losses == expected[it] for it, losses in recorded)
+    final_ckpt = f"checkpoints/iter_{MAX_ITERS}.pth"
+    restarted, uninterrupted = (torch.load(d / final_ckpt, weights_only=True) for d in (restarted_dir, reference_dir))
+    for part in ("task", "optim", "rng"):
+        assert_same_state(restarted[part], uninterrupted[part], part)
