@@ -15,6 +15,7 @@ from pathlib import Path
 import torch
 
 from framework.engine import checkpoint as ckpt
+from framework.engine.dist import get_rank
 from framework.engine.hooks import Hook
 from framework.registry import HOOKS
 
@@ -29,7 +30,8 @@ class LossRecorderHook(Hook):
 
     def after_iter(self, trainer) -> None:
         losses = " ".join(f"{k}={float(v).hex()}" for k, v in sorted(trainer.step_logs.items()))
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+        path = self.path if get_rank() == 0 else f"{self.path}.rank{get_rank()}"  # each rank its own losses
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
         try:
             os.write(fd, f"{trainer.iter} {losses}\n".encode())
         finally:
@@ -50,11 +52,13 @@ def read_losses(path) -> list[tuple[int, str]]:
 class CrashOnFirstAttemptHook(Hook):
     priority = 70
 
-    def __init__(self, iteration: int):
+    def __init__(self, iteration: int, rank: int | None = None):
         self.iteration = iteration
+        self.rank = rank  # None: every rank dies
 
     def after_iter(self, trainer) -> None:
-        if trainer.iter == self.iteration and os.environ.get("TORCHELASTIC_RESTART_COUNT") == "0":
+        if trainer.iter == self.iteration and os.environ.get("TORCHELASTIC_RESTART_COUNT") == "0" \
+                and self.rank in (None, get_rank()):
             os._exit(1)  # as abrupt as a crash: no cleanup, no checkpoint
 
 

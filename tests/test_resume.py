@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from probes import read_losses
-from support import REPO, TINY_UNET, fork_tool
+from support import REPO, TINY_UNET, fork_tool, free_port
 
 MAX_ITERS = 40
 COMMON = [f"train.max_iters={MAX_ITERS}", "train.ckpt_interval=3", "train.log_interval=1", "train.keep_last=2",
@@ -118,29 +118,45 @@ def test_interrupted_runs_resume_bit_identical(tmp_path, case):
     assert len(stops) == 2 and [it for it, _, _ in resumed_at[-2:]] == stops
 
 
-def test_torchrun_restart_resumes_by_itself_and_ends_identical(tmp_path):
-    """A worker dies at iteration 8 of its first attempt; torchrun --max-restarts=1 restarts it
-    and auto_resume (on for restarts) continues from the checkpoint of iteration 6."""
+def torchrun(nproc, config, work_dir, *args, restarts=0):
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    launcher = ["--standalone"] if nproc == 1 else ["--master_addr=127.0.0.1", f"--master_port={free_port()}"]
+    return subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", *launcher, f"--nproc_per_node={nproc}",
+         f"--max-restarts={restarts}", str(REPO / "tools/train.py"), "--config", config, "--work-dir", work_dir,
+         *args], cwd=REPO / "tests", env=env, capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.parametrize("nproc", [1, 2])
+def test_torchrun_restart_resumes_by_itself_and_ends_identical(tmp_path, nproc):
+    """A worker dies at iteration 8 of its first attempt; torchrun --max-restarts=1 restarts the
+    group and auto_resume (on for restarts) continues from the checkpoint of iteration 6. With 2
+    processes only rank 1 dies, and each rank's random state must come back as its own."""
     config, overrides, _ = CASES["segmentation"]
     reference_dir, restarted_dir = tmp_path / "reference", tmp_path / "restarted"
     reference_dir.mkdir(), restarted_dir.mkdir()
-    reference = train("segmentation", reference_dir, reference_dir / "losses.txt")
+    if nproc == 1:
+        reference = train("segmentation", reference_dir, reference_dir / "losses.txt")
+    else:
+        hook = f"hooks=[{{type: LossRecorderHook, path: '{reference_dir / 'losses.txt'}'}}]"
+        reference = torchrun(nproc, config, reference_dir, *overrides, hook)
+        assert reference.returncode == 0, reference.stderr[-3000:]
     hooks = (f"hooks=[{{type: LossRecorderHook, path: '{restarted_dir / 'losses.txt'}'}}, "
-             "{type: CrashOnFirstAttemptHook, iteration: 8}]")
-    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
-    result = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=1", "--max-restarts=1",
-         str(REPO / "tools/train.py"), "--config", config, "--work-dir", restarted_dir, *overrides, hooks],
-        cwd=REPO / "tests", env=env, capture_output=True, text=True, timeout=300)
-    reference.join(300)
-    assert result.returncode == 0 and reference.exitcode == 0, result.stderr[-3000:]
+             f"{{type: CrashOnFirstAttemptHook, iteration: 8, rank: {nproc - 1}}}]")
+    result = torchrun(nproc, config, restarted_dir, *overrides, hooks, restarts=1)
+    if nproc == 1:
+        reference.join(300)
+        assert reference.exitcode == 0
+    assert result.returncode == 0, result.stderr[-3000:]
     assert "resumed from" in result.stdout and "iter_6.pth at iteration 6" in result.stdout
 
-    recorded = read_losses(restarted_dir / "losses.txt")
-    assert [it for it, _ in recorded] == [*range(1, 9), *range(7, MAX_ITERS + 1)]
-    expected = dict(read_losses(reference_dir / "losses.txt"))
-    assert all(losses == expected[it] for it, losses in recorded)
+    for suffix in ["", *(f".rank{r}" for r in range(1, nproc))]:
+        recorded = read_losses(restarted_dir / f"losses.txt{suffix}")
+        assert [it for it, _ in recorded][-(MAX_ITERS - 6):] == list(range(7, MAX_ITERS + 1))
+        expected = dict(read_losses(reference_dir / f"losses.txt{suffix}"))
+        assert all(losses == expected[it] for it, losses in recorded)
     final_ckpt = f"checkpoints/iter_{MAX_ITERS}.pth"
     restarted, uninterrupted = (torch.load(d / final_ckpt, weights_only=True) for d in (restarted_dir, reference_dir))
+    assert sorted(restarted["rng"]) == list(range(nproc))
     for part in ("task", "optim", "rng"):
         assert_same_state(restarted[part], uninterrupted[part], part)
