@@ -10,8 +10,18 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from framework.errors import ConfigError
 from framework.models import build_norm, init_gan_weights_
 from framework.registry import MODELS
+
+
+def check_divisible(image: torch.Tensor, levels: int, network: str, key: str) -> None:
+    """A clear error for an image size the stride-2 levels cannot halve down and back up."""
+    step = 2**levels
+    height, width = image.shape[-2:]
+    if height % step or width % step:
+        raise ConfigError(f"{network}: a {height}x{width} input is not a multiple of 2^{key}={step} pixels per side; "
+                          f"lower task.generator.{key} or resize the images")
 
 
 def _level_channels(base_channels: int, levels: int) -> list[int]:
@@ -56,9 +66,11 @@ class UNetGenerator(nn.Module):
                 if dropout and num_downs - 4 <= level < num_downs - 1:
                     layers.append(nn.Dropout(dropout))
             self.ups.append(nn.Sequential(*layers))
+        self.num_downs = num_downs
         init_gan_weights_(self)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        check_divisible(x, self.num_downs, "UNetGenerator", "num_downs")
         skips = []
         for down in self.downs:
             x = down(x)
@@ -110,9 +122,11 @@ class ResnetGenerator(nn.Module):
             width //= 2
         layers += [nn.ReflectionPad2d(3), nn.Conv2d(width, out_channels, 7), nn.Tanh()]
         self.body = nn.Sequential(*layers)
+        self.num_downsampling = num_downsampling
         init_gan_weights_(self)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        check_divisible(x, self.num_downsampling, "ResnetGenerator", "num_downsampling")
         return self.body(x)
 
 
