@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from probes import read_losses
-from support import REPO, TINY_UNET, fork_tool, free_port
+from support import REPO, TINY_UNET, fork_tool
 
 MAX_ITERS = 40
 COMMON = [f"train.max_iters={MAX_ITERS}", "train.ckpt_interval=3", "train.log_interval=1", "train.keep_last=2",
@@ -120,9 +120,8 @@ def test_interrupted_runs_resume_bit_identical(tmp_path, case):
 
 def torchrun(nproc, config, work_dir, *args, restarts=0):
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
-    launcher = ["--standalone"] if nproc == 1 else ["--master_addr=127.0.0.1", f"--master_port={free_port()}"]
     return subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", *launcher, f"--nproc_per_node={nproc}",
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
          f"--max-restarts={restarts}", str(REPO / "tools/train.py"), "--config", config, "--work-dir", work_dir,
          *args], cwd=REPO / "tests", env=env, capture_output=True, text=True, timeout=300)
 

@@ -49,7 +49,7 @@ def format_table(metrics: dict[str, float]) -> str:
             cells = [values.get(c, math.nan) for c in columns]
             lines.append(f"{name:<{width}}  " + "  ".join(f"{v:>8.4f}" for v in cells))
     summary = {k: v for k, v in metrics.items() if "." not in k}
-    lines.append("  ".join(f"{k} {v:.4f}" for k, v in summary.items()))
+    lines.append("  ".join(f"{k} {v:.4f}" for k, v in summary.items()) or "(no metrics configured)")
     return "\n".join(lines)
 
 

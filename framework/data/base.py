@@ -1,13 +1,17 @@
-"""The base class of segmentation datasets: checked masks, joint augmentation, seeded samples.
+"""Base classes of datasets: seeded augmentation, and segmentation samples with checked masks.
 
-A subclass implements `__len__` and `load_sample(index) -> (image, mask, name)`; the base
-checks the raw mask, augments image and mask together and returns tensors:
+`AugmentedDataset` holds an albumentations pipeline. `dataset[(index, seed)]` reseeds the
+augmentation from (index, seed) first, so a sample's augmentation does not depend on which
+worker or process loads it: that is what makes a resumed run and a DDP run see exactly the
+samples of an uninterrupted single-process run. (The training sampler yields such pairs;
+evaluation indexes with plain ints and augments without reseeding.)
+
+`SegmentationDataset`: a subclass implements `__len__` and `load_sample(index) -> (image, mask,
+name)`; the base checks the raw mask, augments image and mask together and returns tensors:
 
     {"image": uint8 3xHxW RGB (not normalised), "mask": int64 HxW, "index": int, "name": str}
 
-`dataset[(index, seed)]` reseeds the augmentation from (index, seed) first, so a sample's
-augmentation does not depend on which worker or process loads it: that is what makes a
-resumed run and a DDP run see exactly the samples of an uninterrupted single-process run.
+GAN datasets (framework/data/images.py) share `AugmentedDataset` with a paired image target.
 """
 
 from __future__ import annotations
@@ -24,7 +28,48 @@ from framework.errors import ConfigError, DataError
 from framework.visualization.palette import default_palette
 
 
-class SegmentationDataset(Dataset):
+def split_item(item: int | tuple[int, int]) -> tuple[int, int | None]:
+    """`index` or `(index, seed)` (what the training sampler yields) -> (index, seed or None)."""
+    index, seed = item if isinstance(item, tuple) else (item, None)
+    return int(index), None if seed is None else int(seed)
+
+
+class AugmentedDataset(Dataset):
+    """A dataset whose samples go through an albumentations pipeline reseeded per sample.
+
+    `additional_targets` names extra arrays the pipeline transforms exactly like the image
+    (e.g. {"target": "image"} for a paired image), as in albumentations' Compose.
+    """
+
+    def __init__(self, pipeline: Sequence = (), additional_targets: dict[str, str] | None = None):
+        self.pipeline = build_pipeline(pipeline, additional_targets)
+
+    def augment(self, index: int, seed: int | None, **arrays) -> dict:
+        """Run the pipeline on `arrays` (image=..., mask=..., ...), reseeded first when `seed` is given."""
+        if seed is not None:
+            self._reseed(index, seed)
+        return self.pipeline(**arrays)
+
+    def _reseed(self, index: int, seed: int) -> None:
+        # One random stream shared by every transform, as Compose sets up at construction.
+        # (Compose.set_random_seed gives each transform its own generator with the same seed,
+        # which correlates them: two p=0.5 flips would always fire together.)
+        sequence = np.random.SeedSequence([seed, index])
+        py_seed = int(sequence.generate_state(1, np.uint64)[0])
+        self.pipeline.set_random_state(np.random.default_rng(sequence), random.Random(py_seed))
+
+    def _image_tensor(self, image) -> torch.Tensor:
+        if isinstance(image, np.ndarray):  # HxWxC -> CxHxW; a ToTensorV2 already did this
+            image = torch.from_numpy(np.ascontiguousarray(image.transpose(2, 0, 1)))
+        if image.dtype != torch.uint8:
+            raise ConfigError(
+                f"the pipeline of {type(self).__name__} turned the image into {image.dtype}; keep it uint8 "
+                "(no Normalize/ToFloat): the task normalises images on the device"
+            )
+        return image
+
+
+class SegmentationDataset(AugmentedDataset):
     """Images with per-pixel class masks. Subclasses implement `__len__` and `load_sample`."""
 
     def __init__(
@@ -43,7 +88,7 @@ class SegmentationDataset(Dataset):
         if len(palette) < self.num_classes or any(len(c) != 3 for c in palette):
             raise ValueError(f"palette needs one RGB triple per class ({self.num_classes}), got {palette}")
         self.palette = palette[: self.num_classes]
-        self.pipeline = build_pipeline(pipeline)
+        super().__init__(pipeline)
 
     def __len__(self) -> int:
         raise NotImplementedError
@@ -57,27 +102,16 @@ class SegmentationDataset(Dataset):
         return f"{type(self).__name__}[{index}]"
 
     def __getitem__(self, item: int | tuple[int, int]) -> dict:
-        index, seed = item if isinstance(item, tuple) else (item, None)
-        index = int(index)
+        index, seed = split_item(item)
         image, mask, name = self.load_sample(index)
         self._check_sample(index, name, image, mask)
-        if seed is not None:
-            self._reseed(index, int(seed))
-        augmented = self.pipeline(image=image, mask=mask)
+        augmented = self.augment(index, seed, image=image, mask=mask)
         return {
             "image": self._image_tensor(augmented["image"]),
             "mask": self._mask_tensor(augmented["mask"]),
             "index": index,
             "name": name,
         }
-
-    def _reseed(self, index: int, seed: int) -> None:
-        # One random stream shared by every transform, as Compose sets up at construction.
-        # (Compose.set_random_seed gives each transform its own generator with the same seed,
-        # which correlates them: two p=0.5 flips would always fire together.)
-        sequence = np.random.SeedSequence([seed, index])
-        py_seed = int(sequence.generate_state(1, np.uint64)[0])
-        self.pipeline.set_random_state(np.random.default_rng(sequence), random.Random(py_seed))
 
     def _check_sample(self, index: int, name: str, image: np.ndarray, mask: np.ndarray) -> None:
         if image.ndim != 3 or image.shape[2] != 3 or image.dtype != np.uint8:
@@ -110,13 +144,3 @@ class SegmentationDataset(Dataset):
             return mask.to(torch.int64)
         # Flips return negative-stride views, which torch cannot wrap: copy to contiguous.
         return torch.from_numpy(np.ascontiguousarray(mask, dtype=np.int64))
-
-    def _image_tensor(self, image) -> torch.Tensor:
-        if isinstance(image, np.ndarray):  # HxWxC -> CxHxW; a ToTensorV2 already did this
-            image = torch.from_numpy(np.ascontiguousarray(image.transpose(2, 0, 1)))
-        if image.dtype != torch.uint8:
-            raise ConfigError(
-                f"the pipeline of {type(self).__name__} turned the image into {image.dtype}; keep it uint8 "
-                "(no Normalize/ToFloat): the task normalises images on the device"
-            )
-        return image

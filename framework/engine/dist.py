@@ -82,7 +82,12 @@ def init_distributed(backend: str = "auto", timeout_s: float = 1800) -> None:
         backend = "nccl" if torch.cuda.is_available() else "gloo"
     if backend == "nccl":
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
-    dist.init_process_group(backend=backend, timeout=datetime.timedelta(seconds=timeout_s))
+    timeout = datetime.timedelta(seconds=timeout_s)
+    store, rank, world_size = next(dist.rendezvous("env://", timeout=timeout))
+    # torchrun keeps one store across restarts of the group: keys of a restarted group get their
+    # own prefix, or its ranks may read the addresses of the previous attempt's dead processes.
+    store = dist.PrefixStore(f"attempt_{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}", store)
+    dist.init_process_group(backend=backend, store=store, rank=rank, world_size=world_size, timeout=timeout)
     global _control_group
     # Host-side agreements go through gloo, so they never wait on a GPU stream.
     _control_group = None if backend == "gloo" else dist.new_group(backend="gloo")

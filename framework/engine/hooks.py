@@ -81,6 +81,8 @@ class LoggerHook(Hook):
 
     Step losses stay on the device, summed, until the log interval; then one stacked tensor
     is averaged across ranks and copied to the host: one synchronisation per interval.
+    Each key is averaged over the steps that logged it (a GAN with d_steps_per_g_step > 1
+    logs generator losses on some steps only).
     """
 
     priority = 10
@@ -96,6 +98,7 @@ class LoggerHook(Hook):
 
     def _reset(self) -> None:
         self._sums: dict[str, torch.Tensor] = {}
+        self._counts: dict[str, int] = {}
         self._steps = 0
         self._data_time = 0.0
         self._iter_time = 0.0
@@ -104,6 +107,7 @@ class LoggerHook(Hook):
         for key, value in trainer.step_logs.items():
             value = value.detach().float() if isinstance(value, torch.Tensor) else torch.tensor(float(value))
             self._sums[key] = self._sums[key] + value if key in self._sums else value
+            self._counts[key] = self._counts.get(key, 0) + 1
         self._steps += 1
         self._data_time += trainer.data_time
         self._iter_time += trainer.iter_time
@@ -118,7 +122,7 @@ class LoggerHook(Hook):
         values: dict[str, float] = {}
         if keys:
             device = self._sums[keys[0]].device
-            stacked = torch.stack([self._sums[k].to(device) for k in keys]) / self._steps
+            stacked = torch.stack([self._sums[k].to(device) / self._counts[k] for k in keys])
             values = dict(zip(keys, all_reduce_mean(stacked).tolist()))  # the one host sync
         if not is_main():
             return

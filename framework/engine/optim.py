@@ -203,4 +203,11 @@ def build_optimizers(cfg: Mapping, task: nn.Module, max_iters: int, scaler: torc
         if entry.get("scheduler"):
             schedulers[name] = build_scheduler(entry["scheduler"], optimizers[name], max_iters,
                                                path=f"{path}.scheduler")
+    missing = [n for n in getattr(task, "required_optimizers", ()) if n not in optimizers]
+    if missing:  # fail now, not with a KeyError at the first training step
+        raise ConfigError(
+            f"{prefix.rstrip('.') or 'optim'}: {type(task).__name__} updates optimizers named "
+            f"{', '.join(task.required_optimizers)}; missing {', '.join(missing)} "
+            f"(declare them under optimizers:, each with params: <submodule>)"
+        )
     return Optimizers(optimizers, clips, schedulers, scaler)

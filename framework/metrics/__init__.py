@@ -1,7 +1,8 @@
 """Metrics. Importing this package registers them in METRICS."""
 
-from framework.metrics import base, segmentation  # noqa: F401
+from framework.metrics import base, image, segmentation  # noqa: F401
 from framework.metrics.base import Metric
+from framework.metrics.image import FID, PSNR, SSIM, L1Distance
 from framework.metrics.segmentation import SegmentationMetrics
 
-__all__ = ["Metric", "SegmentationMetrics"]
+__all__ = ["Metric", "SegmentationMetrics", "PSNR", "SSIM", "L1Distance", "FID"]

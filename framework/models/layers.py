@@ -34,3 +34,17 @@ class ConvNormAct(nn.Sequential):
             build_norm(norm, out_channels),
             nn.ReLU(inplace=True),
         )
+
+
+def init_gan_weights_(module: nn.Module, std: float = 0.02) -> nn.Module:
+    """The DCGAN / pix2pix initialisation, in place: conv weights ~ N(0, std), normalisation
+    scales ~ N(1, std), biases 0. GANs are sensitive to it; PyTorch's defaults train slower."""
+    for layer in module.modules():
+        if isinstance(layer, (nn.Conv2d, nn.ConvTranspose2d, nn.Linear)):
+            nn.init.normal_(layer.weight, 0.0, std)
+            if layer.bias is not None:
+                nn.init.zeros_(layer.bias)
+        elif isinstance(layer, (nn.BatchNorm2d, nn.InstanceNorm2d, nn.GroupNorm)) and layer.weight is not None:
+            nn.init.normal_(layer.weight, 1.0, std)
+            nn.init.zeros_(layer.bias)
+    return module

@@ -7,6 +7,7 @@ A Task is an nn.Module holding its networks (and losses). The engine calls only:
     visualize(batch, outputs, max_images) -> {tag: 3xHxW float image in [0, 1]} for TensorBoard
     save_visuals(batch, outputs, folder)  -> writes viewable images (tools/test.py --show-dir)
     networks()               -> {name: module} trained by the optimizers (each DDP-wrapped apart)
+    required_optimizers      names the task passes to optim.step (checked when optimizers are built)
 
 A task never calls backward, zero_grad or an optimizer's step: `optim.step(loss, name)` does.
 """
@@ -19,6 +20,8 @@ from torch import nn
 
 
 class Task(nn.Module):
+    required_optimizers: tuple[str, ...] = ()
+
     def train_step(self, batch: dict, optim) -> dict:
         raise NotImplementedError
 

@@ -1,0 +1,240 @@
+"""GANs: a generator and a discriminator, each updated by its own named optimizer.
+
+One training iteration (one batch):
+
+    fake = generator(input or noise)
+    D step:  loss_d_real + loss_d_fake (+ loss_d_gp) on real and fake.detach()
+             optim.step(loss_d, "discriminator")
+    G step:  every `d_steps_per_g_step`-th iteration, with the discriminator frozen
+             (its parameters collect no gradients): loss_g_adv (+ loss_g_l1)
+             optim.step(loss_g, "generator"); then the EMA generator follows
+
+The D step backpropagates through the detached fake only, so the G step's backward is the
+first and only one through the generator's graph (no retain_graph).
+
+Two modes, chosen by `latent_dim`:
+- conditional (latent_dim null, e.g. pix2pix): batches hold "input" and "target" uint8 images;
+  G maps input -> target; D sees (input, image) concatenated along the channels.
+- unconditional (latent_dim N, e.g. DCGAN): batches hold "image"; G maps N x latent_dim x 1 x 1
+  noise to images; D sees the image alone.
+
+Images arrive as uint8 and are mapped to [-1, 1] here, on the device; generators end in tanh.
+`val_step` returns {"fake", "real"} (and "input" when conditional) as float images in [0, 1],
+which the image metrics (PSNR, SSIM, L1, FID) read. Evaluation and samples use the EMA
+generator when `ema_decay` is set.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import math
+from pathlib import Path
+
+import cv2
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torchvision.utils import make_grid
+
+from framework.losses.gan import GANLoss, gradient_penalty
+from framework.registry import TASKS
+from framework.tasks.base import Task, frozen, unwrap
+
+
+def to_signed(image: torch.Tensor) -> torch.Tensor:
+    """uint8 [0, 255] -> float [-1, 1]."""
+    return image.float() / 127.5 - 1
+
+
+def to_unit(image: torch.Tensor) -> torch.Tensor:
+    """float [-1, 1] -> float [0, 1], clamped."""
+    return ((image + 1) / 2).clamp(0, 1)
+
+
+def write_png(path: Path, image: torch.Tensor) -> None:
+    """3xHxW float [0, 1] RGB -> PNG."""
+    pixels = (image * 255).round().byte().permute(1, 2, 0).cpu().numpy()
+    cv2.imwrite(str(path), cv2.cvtColor(pixels, cv2.COLOR_RGB2BGR))
+
+
+@TASKS.register()
+class GANTask(Task):
+    """A GAN trained with two named optimizers, `generator` and `discriminator`.
+
+    gan_loss            vanilla | lsgan | hinge | wgan-gp (framework/losses/gan.py)
+    adv_weight          weight of the generator's adversarial loss
+    l1_weight           weight of the L1 reconstruction loss |G(input) - target| (conditional only)
+    d_weight            weight of the discriminator's real and fake terms (pix2pix uses 0.5)
+    gp_weight           weight of the gradient penalty (wgan-gp only)
+    d_steps_per_g_step  discriminator updates per generator update (one D update per iteration)
+    ema_decay           keep an exponential moving average of the generator (e.g. 0.999), used
+                        for evaluation and samples; null: no EMA
+    ema_start           generator updates during which the EMA just copies the generator
+    latent_dim          noise channels of an unconditional generator; null: conditional
+    num_fixed_samples   unconditional: size of the fixed-noise grid drawn at every evaluation
+    noise_seed          seed of the fixed noise (evaluation noise is seeded by sample index)
+    """
+
+    required_optimizers = ("generator", "discriminator")
+
+    def __init__(self, generator: nn.Module, discriminator: nn.Module, gan_loss: str = "vanilla",
+                 adv_weight: float = 1.0, l1_weight: float = 0.0, d_weight: float = 1.0, gp_weight: float = 10.0,
+                 d_steps_per_g_step: int = 1, ema_decay: float | None = None, ema_start: int = 0,
+                 latent_dim: int | None = None, num_fixed_samples: int = 64, noise_seed: int = 0):
+        super().__init__()
+        self.generator = generator
+        self.discriminator = discriminator
+        self.gan_loss = GANLoss(gan_loss)
+        if latent_dim is not None and latent_dim < 1:
+            raise ValueError(f"latent_dim must be a positive number of noise channels or null, got {latent_dim}")
+        if latent_dim is not None and l1_weight:
+            raise ValueError("l1_weight: the L1 reconstruction loss needs paired targets; "
+                             "an unconditional GAN (latent_dim set) has none")
+        if not isinstance(d_steps_per_g_step, int) or d_steps_per_g_step < 1:
+            raise ValueError(f"d_steps_per_g_step must be a positive integer, got {d_steps_per_g_step!r}")
+        if ema_decay is not None and not 0.0 <= ema_decay < 1.0:
+            raise ValueError(f"ema_decay must be in [0, 1) or null, got {ema_decay}")
+        self.adv_weight = adv_weight
+        self.l1_weight = l1_weight
+        self.d_weight = d_weight
+        self.gp_weight = gp_weight
+        self.d_steps_per_g_step = d_steps_per_g_step
+        self.ema_decay = ema_decay
+        self.ema_start = ema_start
+        self.latent_dim = latent_dim
+        if ema_decay is not None:
+            # A submodule without trainable parameters: checkpointed, but in no optimizer.
+            self.generator_ema = copy.deepcopy(generator).requires_grad_(False)
+        # Iterations (D updates) done. A buffer so it is checkpointed; mirrored in a python
+        # int so deciding on a G step never waits for the device.
+        self.register_buffer("d_steps", torch.zeros((), dtype=torch.int64))
+        self._d_steps: int | None = None
+        self.register_load_state_dict_post_hook(lambda module, _: setattr(module, "_d_steps", None))
+        if latent_dim is not None:
+            noise = torch.randn(num_fixed_samples, latent_dim, 1, 1, generator=torch.Generator().manual_seed(noise_seed))
+            self.register_buffer("fixed_noise", noise)
+
+    @property
+    def conditional(self) -> bool:
+        return self.latent_dim is None
+
+    # ------------------------------------------------------------------ training
+
+    def train_step(self, batch: dict, optim) -> dict:
+        condition, real = self.unpack(batch)
+        steps = self._count_d_step()
+        g_step = steps % self.d_steps_per_g_step == 0
+        # Without a G step this iteration, the generator's graph would only be thrown away.
+        with contextlib.nullcontext() if g_step else torch.no_grad():
+            fake = self.generator(self.generator_input(condition, real.shape[0], real.device))
+        logs = self.discriminator_step(condition, real, fake.detach(), optim)
+        if g_step:
+            logs.update(self.generator_step(condition, real, fake, optim))
+            if self.ema_decay is not None:
+                self.update_ema(steps // self.d_steps_per_g_step)
+        return logs
+
+    def discriminator_step(self, condition, real: torch.Tensor, fake: torch.Tensor, optim) -> dict:
+        loss_real, loss_fake = self.gan_loss.discriminator(self.discriminate(condition, real),
+                                                           self.discriminate(condition, fake))
+        terms = {"loss_d_real": self.d_weight * loss_real, "loss_d_fake": self.d_weight * loss_fake}
+        if self.gan_loss.needs_gradient_penalty:
+            penalty = gradient_penalty(lambda image: self.discriminate(condition, image), real, fake)
+            terms["loss_d_gp"] = self.gp_weight * penalty
+        loss = sum(terms.values())
+        optim.step(loss, "discriminator")
+        return {"loss_d": loss.detach(), **{k: v.detach() for k, v in terms.items()}}
+
+    def generator_step(self, condition, real: torch.Tensor, fake: torch.Tensor, optim) -> dict:
+        with frozen(self.discriminator) as discriminator:  # D collects no gradients here
+            terms = {"loss_g_adv": self.adv_weight * self.gan_loss.generator(
+                discriminator(self.discriminator_input(condition, fake)))}
+        if self.l1_weight:
+            terms["loss_g_l1"] = self.l1_weight * F.l1_loss(fake, real)
+        loss = sum(terms.values())
+        optim.step(loss, "generator")
+        return {"loss_g": loss.detach(), **{k: v.detach() for k, v in terms.items()}}
+
+    @torch.no_grad()
+    def update_ema(self, g_steps: int) -> None:
+        """EMA <- decay * EMA + (1 - decay) * G (a plain copy for the first `ema_start` G updates)."""
+        source = unwrap(self.generator)
+        copy_only = g_steps <= self.ema_start
+        for ema, param in zip(self.generator_ema.parameters(), source.parameters()):
+            if copy_only:
+                ema.copy_(param)
+            else:
+                ema.lerp_(param, 1 - self.ema_decay)
+        for ema, buffer in zip(self.generator_ema.buffers(), source.buffers()):
+            ema.copy_(buffer)  # normalisation statistics follow the generator as they are
+
+    def _count_d_step(self) -> int:
+        if self._d_steps is None:  # first step, or just loaded from a checkpoint
+            self._d_steps = int(self.d_steps)
+        self._d_steps += 1
+        self.d_steps += 1
+        return self._d_steps
+
+    # ------------------------------------------------------------------ shared pieces
+
+    def unpack(self, batch: dict) -> tuple[torch.Tensor | None, torch.Tensor]:
+        """(condition or None, real image), as floats in [-1, 1]."""
+        if self.conditional:
+            return to_signed(batch["input"]), to_signed(batch["target"])
+        return None, to_signed(batch["image"])
+
+    def generator_input(self, condition, batch_size: int, device: torch.device) -> torch.Tensor:
+        if self.conditional:
+            return condition
+        return torch.randn(batch_size, self.latent_dim, 1, 1, device=device)
+
+    def discriminator_input(self, condition, image: torch.Tensor) -> torch.Tensor:
+        return image if condition is None else torch.cat([condition, image], dim=1)
+
+    def discriminate(self, condition, image: torch.Tensor) -> torch.Tensor:
+        """The discriminator's logits, through the (possibly DDP-wrapped) trained network."""
+        return self.discriminator(self.discriminator_input(condition, image))
+
+    @property
+    def eval_generator(self) -> nn.Module:
+        return self.generator_ema if self.ema_decay is not None else unwrap(self.generator)
+
+    def evaluation_noise(self, indices: torch.Tensor) -> torch.Tensor:
+        """Noise seeded by each sample's dataset index: the same fakes in every evaluation,
+        whichever process or batch evaluates the sample."""
+        noise = [torch.randn(self.latent_dim, 1, 1, generator=torch.Generator().manual_seed(int(i)))
+                 for i in indices.tolist()]
+        return torch.stack(noise).to(indices.device)
+
+    # ------------------------------------------------------------------ evaluation
+
+    def val_step(self, batch: dict) -> dict:
+        condition, real = self.unpack(batch)
+        if self.conditional:
+            fake = self.eval_generator(condition)
+            return {"fake": to_unit(fake), "real": to_unit(real), "input": to_unit(condition)}
+        fake = self.eval_generator(self.evaluation_noise(batch["index"]))
+        return {"fake": to_unit(fake), "real": to_unit(real)}
+
+    def visualize(self, batch: dict, outputs: dict, max_images: int) -> dict:
+        """Conditional: a row per sample of input | output | target. Unconditional: the
+        generator's images for the fixed noise, in a square grid."""
+        if self.conditional:
+            n = min(max_images, outputs["fake"].shape[0])
+            rows = torch.cat([outputs["input"][:n], outputs["fake"][:n], outputs["real"][:n]], dim=3)
+            return {"samples": torch.cat(list(rows), dim=1)}
+        samples = to_unit(self.eval_generator(self.fixed_noise))
+        return {"samples": make_grid(samples, nrow=math.ceil(math.sqrt(samples.shape[0])), padding=2)}
+
+    def save_visuals(self, batch: dict, outputs: dict, folder) -> None:
+        """Conditional: <name>.png with input | output | target. Unconditional: fake_<index>.png."""
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        if self.conditional:
+            panels = torch.cat([outputs["input"], outputs["fake"], outputs["real"]], dim=3)
+            for name, panel in zip(batch["name"], panels):
+                write_png(folder / f"{Path(str(name)).stem}.png", panel)
+            return
+        for index, image in zip(batch["index"].tolist(), outputs["fake"]):
+            write_png(folder / f"fake_{index:06d}.png", image)

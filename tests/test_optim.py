@@ -1,0 +1,87 @@
+"""Named optimizers: parameters by submodule, a scheduler and gradient clipping each, ownership."""
+
+import pytest
+import torch
+from torch import nn
+
+import framework  # noqa: F401  (fills the registries)
+from framework.engine.optim import build_optimizers
+from framework.errors import ConfigError
+
+
+class TwoNets(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.generator = nn.Linear(3, 3)
+        self.discriminator = nn.Sequential(nn.Linear(3, 3), nn.Linear(3, 1))
+
+
+def two(**discriminator_extra):
+    return {"optimizers": {
+        "generator": {"type": "Adam", "lr": 0.1, "betas": [0.5, 0.999], "params": "generator",
+                      "scheduler": {"type": "WarmupLR", "warmup": "linear", "warmup_iters": 4, "warmup_factor": 0.5}},
+        "discriminator": {"type": "SGD", "lr": 0.2, "params": ["discriminator"], **discriminator_extra},
+    }}
+
+
+@pytest.mark.filterwarnings("ignore:Detected call of `lr_scheduler.step\\(\\)` before")  # no step needed here
+def test_each_optimizer_owns_its_submodules_parameters_and_schedule():
+    task = TwoNets()
+    optim = build_optimizers(two(scheduler={"type": "WarmupMultiStepLR", "milestones": [2], "gamma": 0.1}),
+                             task, max_iters=10)
+    assert optim.names == ["generator", "discriminator"]
+    assert {id(p) for p in optim.params("generator")} == {id(p) for p in task.generator.parameters()}
+    assert {id(p) for p in optim.params("discriminator")} == {id(p) for p in task.discriminator.parameters()}
+    assert isinstance(optim.optimizers["generator"], torch.optim.Adam)
+    lrs = []
+    for _ in range(3):
+        lrs.append(optim.lrs())
+        optim.step_schedulers()
+    assert [round(lr["generator"], 6) for lr in lrs] == [0.05, 0.0625, 0.075]  # linear warmup from 0.5x
+    assert [round(lr["discriminator"], 6) for lr in lrs] == [0.2, 0.2, 0.02]
+
+
+def test_step_zeroes_backprops_clips_and_steps_only_the_named_optimizer():
+    task = TwoNets()
+    optim = build_optimizers(two(clip_grad={"max_norm": 1e-3}), task, max_iters=1)
+    for p in task.generator.parameters():
+        p.grad = torch.ones_like(p)
+    generator_before = [p.detach().clone() for p in task.generator.parameters()]
+    discriminator_before = [p.detach().clone() for p in task.discriminator.parameters()]
+    loss = task.discriminator(torch.randn(4, 3)).pow(2).sum() * 1e3
+    optim.step(loss, "discriminator")
+    assert all(torch.equal(p.grad, torch.ones_like(p)) for p in task.generator.parameters())
+    assert all(torch.equal(a, b) for a, b in zip(generator_before, task.generator.parameters()))
+    grads = torch.cat([p.grad.flatten() for p in task.discriminator.parameters()])
+    assert grads.norm() <= 1e-3 * (1 + 1e-4)  # clipped before the step
+    moved = torch.cat([(a - b).flatten() for a, b in zip(discriminator_before, task.discriminator.parameters())])
+    assert moved.norm().item() == pytest.approx(0.2 * grads.norm().item(), rel=1e-4)  # SGD: lr x clipped gradient
+    assert "discriminator" in optim.grad_norms and "generator" not in optim.grad_norms
+
+
+def test_single_optimizer_config_keeps_working():
+    optim = build_optimizers({"optim": {"type": "AdamW", "lr": 1e-3}}, TwoNets(), max_iters=1)
+    assert optim.names == ["main"] and len(optim.params()) == 6
+
+
+def test_state_dict_round_trip_restores_both_optimizers_and_schedulers():
+    task = TwoNets()
+    optim = build_optimizers(two(), task, max_iters=10)
+    optim.step(task.generator(torch.randn(2, 3)).sum(), "generator")
+    optim.step_schedulers()
+    restored = build_optimizers(two(), task, max_iters=10)
+    restored.load_state_dict(optim.state_dict())
+    assert restored.lrs() == optim.lrs()
+    assert restored.optimizers["generator"].state_dict()["state"].keys() == {0, 1}
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"params": "discriminatr"}, r"^optimizers\.discriminator\.params: the task has no submodule 'discriminatr'; "
+                                 r"did you mean 'discriminator'\?"),
+    ({"params": "generator"}, r"^optimizers\.discriminator\.params: parameters of 'generator' are already "
+                              r"optimized by 'generator'"),
+    ({"params": "discriminator.0", "lrr": 1}, r"^optimizers\.discriminator\.lrr: SGD has no parameter 'lrr'"),
+])
+def test_misconfigured_optimizers_name_the_key(change, message):
+    with pytest.raises(ConfigError, match=message):
+        build_optimizers(two(**change), TwoNets(), max_iters=1)
