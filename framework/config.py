@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -79,13 +80,32 @@ SECTIONS_WITH_FIXED_KEYS = ("train", "amp", "dist")
 # ----------------------------------------------------------------------------- loading
 
 
+class _YamlLoader(yaml.SafeLoader):
+    """PyYAML follows YAML 1.1, where `1e-3` (no dot) is a string; in a config it means 0.001."""
+
+
+_YamlLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
+                  |[-+]?(?:[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)
+                  |\.[0-9_]+(?:[eE][-+]?[0-9]+)?
+                  |[-+]?\.(?:inf|Inf|INF)
+                  |\.(?:nan|NaN|NAN))$""", re.X),
+    list("-+0123456789."),
+)
+
+
+def parse_yaml(text):
+    return yaml.load(text, Loader=_YamlLoader)  # noqa: S506 - a SafeLoader subclass
+
+
 def _read_yaml(path: Path, *, origin: str | None = None) -> dict:
     if not path.is_file():
         where = f" (listed in _base_ of {origin})" if origin else ""
         raise ConfigError(f"config file not found: {path}{where}")
     try:
         with open(path, encoding="utf-8") as f:
-            data = yaml.safe_load(f)
+            data = parse_yaml(f)
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         line = f" line {mark.line + 1}" if mark else ""
@@ -142,7 +162,7 @@ def parse_override(text: str) -> tuple[str, Any, bool]:
     if not key:
         raise ConfigError(f"override '{text}' has no key")
     try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
+        value = parse_yaml(raw) if raw.strip() else ""
     except yaml.YAMLError:
         value = raw  # not YAML: take it as a plain string
     return key, value, adds

@@ -108,3 +108,10 @@ def test_custom_imports_and_saved_config(configs, monkeypatch):
     save_config(cfg, tmp / "out/config.yaml")
     saved = yaml.safe_load((tmp / "out/config.yaml").read_text())
     assert saved["task"]["model"]["num_classes"] == 4 and saved["seed"] == 7
+
+
+def test_exponent_without_a_dot_is_a_float(configs):
+    tmp, _ = configs
+    path = write(tmp / "exp.yaml", "_base_: [child.yaml]\noptim: {type: SGD, lr: 1e-3}\n")
+    assert load_config(path).optim.lr == 0.001  # YAML 1.1 alone would read the string '1e-3'
+    assert load_config(path, ["optim.lr=2e-4"]).optim.lr == 0.0002

@@ -203,7 +203,8 @@ class EvalHook(Hook):
         if not is_main():
             return
         summary = {k: v for k, v in metrics.items() if "." not in k}  # per-class keys hold a dot
-        logger.info(f"val iter {trainer.iter}: " + "  ".join(f"{k} {v:.4f}" for k, v in summary.items()))
+        line = "  ".join(f"{k} {v:.4f}" for k, v in summary.items()) or "no metrics configured"
+        logger.info(f"val iter {trainer.iter}: {line}")
         if trainer.writer is not None:
             for key, value in metrics.items():
                 if not math.isnan(value):
