@@ -26,6 +26,14 @@ COMMON = [f"train.max_iters={MAX_ITERS}", "train.ckpt_interval=3", "train.log_in
 CASES = {
     "segmentation": (REPO / "configs/segmentation/unet_shapes.yaml",
                      [*TINY_UNET, "train.val_interval=13", *COMMON], 5),
+    # pix2pix with batch norm, flips, an EMA generator and Adam on both networks.
+    "gan": (REPO / "projects/pix2pix/configs/pix2pix_shapes.yaml",
+            ["device=cpu", "deterministic=true", "task.generator.num_downs=5", "task.generator.base_channels=8",
+             "task.discriminator.base_channels=8", "+task.ema_decay=0.9", "data.train.dataset.size=32",
+             "data.train.dataset.num_samples=22", "data.train.batch_size=4", "data.train.num_workers=1",
+             "data.val.dataset.size=32", "data.val.dataset.num_samples=8", "data.val.batch_size=8",
+             "train.val_interval=13", "train.val_at_start=false", *COMMON,
+             "custom_imports=[projects.pix2pix, probes]"], 5),
 }
 # (signal, exit status) of each interruption, in order: SIGKILL anywhere, then graceful stops.
 INTERRUPTIONS = [(signal.SIGKILL, -9)] * 5 + [(signal.SIGTERM, 143), (signal.SIGINT, 130)]
