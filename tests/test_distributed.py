@@ -1,5 +1,6 @@
 """Real multi-process training on CPU: gloo, 2 processes on 127.0.0.1, launched with torchrun."""
 
+import json
 import os
 import subprocess
 import sys
@@ -142,3 +143,22 @@ def test_gan_two_processes_equal_one_process_with_double_batch(tmp_path):
     single, double = final_weights(one), final_weights(two)
     assert any(k.startswith("generator.") for k in single) and any(k.startswith("discriminator.") for k in single)
     assert_same_weights(double, single)
+
+
+def test_sharded_evaluation_of_uneven_shards_equals_one_process(tmp_path):
+    """17 validation images on 2 processes: shards of 9 and 8 (3 and 2 batches of 4). Metrics
+    summed across ranks equal tools/test.py's on one process, and nothing waits on a rank
+    that has no batch left (a DDP forward of a network with BatchNorm buffers is a collective)."""
+    with_bn = [o for o in NO_BN if o != "task.model.norm=none"]
+    val = ["train.val_interval=5", "data.val.dataset.num_samples=17", "data.val.batch_size=4",
+           "data.val.dataset.size=32", "dist.timeout=20"]
+    result = run_torchrun(2, "--config", CONFIG, "--work-dir", tmp_path, *with_bn, *val,
+                          "data.train.batch_size=2", timeout=120)
+    assert result.returncode == 0, result.stderr
+    trained = json.loads((tmp_path / "metrics.jsonl").read_text().splitlines()[-1])
+    tested = run_tool("test", "--config", CONFIG, "--checkpoint", tmp_path / "checkpoints/iter_5.pth",
+                      "--work-dir", tmp_path / "test", *with_bn, *val)
+    assert tested.returncode == 0, tested.stderr
+    single = json.loads((tmp_path / "test/metrics.json").read_text())
+    for key in ("mIoU", "mAcc", "aAcc"):
+        assert single[key] == pytest.approx(trained[key], abs=1e-6), key

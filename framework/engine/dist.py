@@ -9,6 +9,7 @@ import datetime
 import inspect
 import os
 import signal
+from contextlib import contextmanager
 
 import torch
 import torch.distributed as dist
@@ -145,3 +146,21 @@ def wrap_networks(task: nn.Module, device: torch.device, find_unused_parameters:
         setattr(task, name, wrapper)
         wrappers.append(wrapper)
     return wrappers
+
+
+@contextmanager
+def unwrapped_networks(task: nn.Module):
+    """The task with its DDP wrappers taken off, for evaluation: a DDP forward broadcasts
+    buffers (a collective), and evaluation shards need not have equal numbers of batches.
+    Buffers (BatchNorm statistics) are made rank 0's first, as in the checkpoint, so every
+    rank evaluates the same network."""
+    wrapped = {name: child for name, child in task.named_children() if isinstance(child, DistributedDataParallel)}
+    for name, wrapper in wrapped.items():
+        for buffer in wrapper.module.buffers():
+            dist.broadcast(buffer, src=0)
+        setattr(task, name, wrapper.module)
+    try:
+        yield task
+    finally:
+        for name, wrapper in wrapped.items():
+            setattr(task, name, wrapper)

@@ -10,7 +10,7 @@ from typing import Callable
 import torch
 from torch import nn
 
-from framework.engine.dist import all_reduce_sum_
+from framework.engine.dist import all_reduce_sum_, unwrapped_networks
 
 
 def move_to_device(batch, device: torch.device):
@@ -34,13 +34,14 @@ def evaluate(task: nn.Module, loader, metrics: list, device: torch.device,
         metric.to(device)
         metric.reset()
     try:
-        for i, batch in enumerate(loader):
-            batch = move_to_device(batch, device)
-            outputs = task.val_step(batch)
-            for metric in metrics:
-                metric.update(outputs)
-            if on_batch is not None:
-                on_batch(i, batch, outputs)
+        with unwrapped_networks(task):
+            for i, batch in enumerate(loader):
+                batch = move_to_device(batch, device)
+                outputs = task.val_step(batch)
+                for metric in metrics:
+                    metric.update(outputs)
+                if on_batch is not None:
+                    on_batch(i, batch, outputs)
     finally:
         task.train(was_training)
     results: dict[str, float] = {}
