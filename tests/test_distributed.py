@@ -2,8 +2,11 @@
 
 import json
 import os
+import re
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 import torch
@@ -162,3 +165,29 @@ def test_sharded_evaluation_of_uneven_shards_equals_one_process(tmp_path):
     single = json.loads((tmp_path / "test/metrics.json").read_text())
     for key in ("mIoU", "mAcc", "aAcc"):
         assert single[key] == pytest.approx(trained[key], abs=1e-6), key
+
+
+def test_sigterm_to_torchrun_stops_every_rank_at_one_iteration_with_a_checkpoint(tmp_path):
+    """torchrun passes SIGTERM to its workers; they agree on the iteration to stop at, rank 0
+    saves a checkpoint there, and the run can be resumed from it."""
+    losses = tmp_path / "losses.txt"
+    hook = f"hooks=[{{type: LossRecorderHook, path: '{losses}', delay: 0.3}}]"
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    agent = subprocess.Popen(
+        torchrun_command(2, REPO / "tools/train.py", "--config", CONFIG, "--work-dir", tmp_path / "wd", *NO_BN,
+                         "train.max_iters=200", "train.ckpt_interval=100", "custom_imports=[probes]", hook),
+        cwd=REPO / "tests", env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not (losses.exists() and len(losses.read_text().splitlines()) >= 3):
+        assert agent.poll() is None and time.monotonic() < deadline, agent.communicate()
+        time.sleep(0.05)
+    agent.send_signal(signal.SIGTERM)
+    out, err = agent.communicate(timeout=120)
+    stops = re.findall(r"stopped by SIGTERM at iteration (\d+)", out)
+    assert len(stops) == 1, out + err  # logged by rank 0
+    stop = int(stops[0])
+    assert (tmp_path / "wd/checkpoints/latest").read_text() == f"iter_{stop}.pth"
+    state = torch.load(tmp_path / f"wd/checkpoints/iter_{stop}.pth", weights_only=True)
+    assert state["meta"]["iter"] == stop and sorted(state["rng"]) == [0, 1]
+    rank1_iterations = [int(line.split()[0]) for line in (tmp_path / "losses.txt.rank1").read_text().splitlines()]
+    assert rank1_iterations[-1] == stop  # rank 1 stopped at the same iteration
