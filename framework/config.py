@@ -48,6 +48,7 @@ DEFAULTS: dict[str, Any] = {
     "metrics": [],
     "hooks": [],  # extra hooks: [{type: MyHook, ...}]
     "sync_bn": False,  # BatchNorm statistics over all processes (multi-process runs only)
+    "channels_last": False,  # NHWC memory format for the task's networks (faster convolutions)
     "amp": {
         "enabled": False,
         "dtype": "float16",  # float16 (with a GradScaler) or bfloat16 (no scaler; works on CPU)

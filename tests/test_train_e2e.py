@@ -72,3 +72,14 @@ def test_resume_continues_from_latest(trained, tmp_path):
     assert "resumed from" in result.stdout and "at iteration 20" in result.stdout
     assert "iter 25/30" in result.stdout and "iter 5/30" not in result.stdout
     assert (work_dir / "checkpoints/latest").read_text() == "iter_30.pth"
+
+
+def test_quickstart_trains_in_channels_last(trained):
+    """The Quickstart sets channels_last: its convolution weights are NHWC (strides survive torch.save)."""
+    import torch
+
+    work_dir, _ = trained
+    weights = torch.load(work_dir / "checkpoints/iter_20.pth", weights_only=True)["task"]
+    kernels = [w for k, w in weights.items() if w.dim() == 4 and w.shape[1] > 1 and w.shape[2] > 1]
+    assert kernels and all(w.is_contiguous(memory_format=torch.channels_last) for w in kernels)
+    assert not all(w.is_contiguous() for w in kernels)

@@ -186,6 +186,8 @@ def build_trainer(cfg: DictConfig, work_dir: str, resume: str | bool | None = No
     if plain["sync_bn"]:
         for name, network in task.networks().items():
             setattr(task, name, convert_sync_batchnorm(network, device))
+    if plain["channels_last"]:
+        task.to(memory_format=torch.channels_last)  # 4-D weights (and the EMA copy) go NHWC
     amp_dtype = amp_settings(plain["amp"])
     scaler = torch.amp.GradScaler(device.type) if amp_dtype == torch.float16 else None
     optim = build_optimizers(plain, task, max_iters, scaler)
