@@ -20,3 +20,7 @@ class DataError(UserError):
 
 class CheckpointError(UserError):
     """A checkpoint or pretrained file cannot be used."""
+
+
+class NonFiniteError(UserError):
+    """Training diverged: a loss or the weights stopped being finite (NaN or inf)."""

@@ -17,7 +17,7 @@ import torch
 from framework.engine import checkpoint as ckpt
 from framework.engine.dist import get_rank
 from framework.engine.hooks import Hook
-from framework.registry import HOOKS
+from framework.registry import HOOKS, LOSSES
 
 
 @HOOKS.register()
@@ -74,3 +74,23 @@ def stall_checkpoint_write(path: str, ready_file: str) -> None:
 
     torch.save = half_then_hang
     ckpt.save_checkpoint({"weights": torch.zeros(4)}, path)
+
+
+@LOSSES.register()
+class NaNAtIteration(torch.nn.Module):
+    """Wraps a loss; returns NaN at training call `iteration` (1-based; every call from `iteration`
+    on with `stay`), on every rank or on `rank` only."""
+
+    def __init__(self, loss: torch.nn.Module, iteration: int, rank: int | None = None, stay: bool = False):
+        super().__init__()
+        self.loss = loss
+        self.iteration, self.rank, self.stay = iteration, rank, stay
+        self.calls = 0
+
+    def forward(self, logits, target):
+        value = self.loss(logits, target)
+        self.calls += 1
+        hit = self.calls >= self.iteration if self.stay else self.calls == self.iteration
+        if hit and self.rank in (None, get_rank()):
+            return value * float("nan")
+        return value

@@ -88,7 +88,7 @@ def reference_training(generator, discriminator, kind, conditional, d_steps_per_
             condition, real = as_float(batch["input"]), as_float(batch["target"])
             fake = generator(condition)
 
-            def d_input(image):
+            def d_input(image, condition=condition):
                 return torch.cat([condition, image], 1)
         else:
             real = as_float(batch["image"])
@@ -180,7 +180,7 @@ def test_unconditional_gan_with_d_steps_per_g_step_and_ema_equals_the_loop():
     assert_same_parameters(task.discriminator, reference_d)
     assert_same_parameters(task.generator_ema, reference_ema)
     assert ["loss_g" in step for step in logs] == [False, True, False, True, False]
-    assert int(task.d_steps) == ITERATIONS
+    assert int(task.state_dict()["d_steps"]) == ITERATIONS  # the checkpointed counter
 
 
 def test_generator_step_leaves_d_grads_alone_and_discriminator_step_leaves_g_grads_alone():

@@ -13,7 +13,7 @@ import projects.pix2pix  # noqa: F401  (registers the networks and datasets)
 from framework.engine.checkpoint import load_checkpoint
 from framework.errors import ConfigError, DataError
 from framework.registry import DATASETS, MODELS
-from support import REPO, call_tool, run_tool
+from support import REPO, call_tool, run_tool, train_run
 
 CONFIG = REPO / "projects/pix2pix/configs/pix2pix_shapes.yaml"
 TINY = [
@@ -27,10 +27,7 @@ TINY = [
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
-    work_dir = tmp_path_factory.mktemp("pix2pix")
-    result = run_tool("train", "--config", CONFIG, "--work-dir", work_dir, *TINY)
-    assert result.returncode == 0, result.stderr
-    return work_dir
+    return train_run(tmp_path_factory.mktemp("pix2pix"), CONFIG, *TINY, runner=run_tool)
 
 
 def read_metrics(work_dir):
