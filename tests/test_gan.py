@@ -157,7 +157,8 @@ def test_gan_step_equals_a_hand_written_loop(kind):
 
     assert_same_parameters(task.generator, reference_g)
     assert_same_parameters(task.discriminator, reference_d)
-    expected = {"loss_d", "loss_d_real", "loss_d_fake", "loss_g", "loss_g_adv", "loss_g_l1"}
+    expected = {"loss_d", "loss_d_real", "loss_d_fake", "loss_g", "loss_g_adv", "loss_g_l1",
+                "d_real_logit", "d_fake_logit", "fake_spread"}
     assert set(logs[-1]) == expected | ({"loss_d_gp"} if kind == "wgan-gp" else set())
     assert all(not v.requires_grad for v in logs[-1].values())
 

@@ -19,7 +19,7 @@ from framework.config import import_custom_modules, save_config, to_plain
 from framework.data.loader import build_dataloader
 from framework.engine import network_settings, pretrained
 from framework.engine.dist import get_rank, get_world_size, is_main, wrap_networks
-from framework.engine.hooks import CheckpointHook, EvalHook, LoggerHook, LRSchedulerHook
+from framework.engine.hooks import CheckpointHook, EvalHook, HParamsHook, LoggerHook, LRSchedulerHook
 from framework.engine.nonfinite import NonFiniteGuard
 from framework.engine.optim import Optimizers, build_optimizers
 from framework.engine.random_state import seed_everything
@@ -163,6 +163,7 @@ def build_hooks(cfg: dict, val_loader) -> list:
                  num_images=train["vis_images"]),
         CheckpointHook(interval=train["ckpt_interval"], keep_last=train["keep_last"],
                        best_metric=train["best_metric"], best_mode=train["best_mode"]),
+        HParamsHook(best_metric=train["best_metric"], best_mode=train["best_mode"]),
     ]
     hooks += [HOOKS.build(node, path=f"hooks[{i}]") for i, node in enumerate(cfg.get("hooks") or [])]
     return hooks

@@ -56,7 +56,8 @@ class Optimizers:
         self.schedulers = schedulers or {}
         self.scaler = scaler
         self.ddp_networks: list = []  # DDP wrappers kept in no_sync() while accumulating
-        self.grad_norms: dict[str, torch.Tensor] = {}  # last pre-clip norm, on the device
+        self.grad_norms: dict[str, torch.Tensor] = {}  # this iteration's pre-clip norms, on the device
+        self.measure_grad_norms = False  # also without clipping (set by the LoggerHook on logged iterations)
         self._micro_step, self._micro_steps = 0, 1
         # train.nan_policy: skip
         self.skip_nonfinite = skip_nonfinite
@@ -133,29 +134,40 @@ class Optimizers:
 
     def _step(self, name: str, optimizer: torch.optim.Optimizer) -> None:
         clip = self.clip_grad.get(name)
-        if clip:
+        if clip or self.measure_grad_norms:
             if self.scaler is not None:
-                self.scaler.unscale_(optimizer)  # clip the true gradients, not the scaled ones
-            self.grad_norms[name] = nn.utils.clip_grad_norm_(self.params(name), **clip)
+                self.scaler.unscale_(optimizer)  # clip/measure the true gradients, not the scaled ones
+            if clip:
+                self.grad_norms[name] = nn.utils.clip_grad_norm_(self.params(name), **clip)
+            else:
+                grads = [p.grad for p in self.params(name) if p.grad is not None]
+                self.grad_norms[name] = nn.utils.get_total_norm(grads)
         if self.scaler is not None:
             self.scaler.step(optimizer)
         else:
             optimizer.step()
 
-    def end_iteration(self) -> None:
+    def end_iteration(self) -> bool:
         """Once per iteration, after every optimizer has stepped: update the loss scale; under
-        the skip policy, raise after too many iterations in a row with a skipped step."""
+        the skip policy, raise after too many iterations in a row with a skipped step.
+        Returns whether a step of this iteration was skipped for a non-finite loss."""
         if self.scaler is not None:
             self.scaler.update()
         if not self.skip_nonfinite:
-            return
-        self._consecutive_skips = self._consecutive_skips + 1 if self._skipped_this_iteration else 0
-        self._skipped_this_iteration = False
+            return False
+        skipped, self._skipped_this_iteration = self._skipped_this_iteration, False
+        self._consecutive_skips = self._consecutive_skips + 1 if skipped else 0
         if self._consecutive_skips > self.max_skips:
             raise NonFiniteError(
                 f"training diverged: the loss was not finite in {self._consecutive_skips} iterations in a row "
                 f"(train.nan_policy=skip allows {self.max_skips}, train.nan_max_skips); "
                 "checkpoints and best.pth from before it are kept")
+        return skipped
+
+    def take_grad_norms(self) -> dict[str, torch.Tensor]:
+        """This iteration's gradient norms (clipped or measured optimizers), then forgotten."""
+        norms, self.grad_norms = self.grad_norms, {}
+        return norms
 
     def step_schedulers(self) -> None:
         for scheduler in self.schedulers.values():

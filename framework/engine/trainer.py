@@ -158,12 +158,12 @@ class Trainer:
         self.data_time = time.perf_counter() - fetch_start
         with torch.autocast(self.device.type, dtype=self.amp_dtype, enabled=self.amp_dtype is not None):
             logs = self.task.train_iteration(batches, self.optim)
-        self.optim.end_iteration()
+        if self.optim.end_iteration():
+            logs = {}  # a skipped (non-finite) step: its values would only turn the averages into NaN
         self.nan_guard.observe(self.iter + 1, logs)
-        if self.optim.grad_norms:
-            several = len(self.optim.names) > 1
-            logs.update({f"grad_norm_{name}" if several else "grad_norm": norm
-                         for name, norm in self.optim.grad_norms.items()})
+        several = len(self.optim.names) > 1
+        logs.update({f"grad_norm_{name}" if several else "grad_norm": norm
+                     for name, norm in self.optim.take_grad_norms().items()})
         return logs
 
     def ensure_finite(self) -> None:

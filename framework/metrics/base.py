@@ -56,6 +56,11 @@ class Metric(ABC):
     def compute(self) -> dict[str, float]:
         """The metric values as python floats (the only place they reach the host)."""
 
+    def images(self) -> dict[str, torch.Tensor]:
+        """Pictures of the accumulated state ({name: 3 x H x W float in [0, 1]}), e.g. a
+        confusion matrix; read after `sync`, like `compute`. None by default."""
+        return {}
+
 
 # Metric names: "mIoU" is a summary value, "IoU.cat" a per-class one (metric.class).
 def is_per_class(key: str) -> bool:

@@ -11,6 +11,7 @@ A Task is an nn.Module holding its networks (and losses). The engine calls only:
     val_step(batch)          -> outputs that the run's metrics read (e.g. pred, target)
     visualize(batch, outputs, max_images) -> {tag: 3xHxW float image in [0, 1]} for TensorBoard
     save_visuals(batch, outputs, folder)  -> writes viewable images (tools/test.py --show-dir)
+    diagnose(logged)         -> warnings from the logs averaged over a log interval (default none)
     networks()               -> {name: module} trained by the optimizers (each DDP-wrapped apart)
     required_optimizers      names the task passes to optim.update (checked when optimizers are built)
 
@@ -58,6 +59,10 @@ class Task(nn.Module):
 
     def visualize(self, batch: dict, outputs: dict, max_images: int) -> dict:
         return {}
+
+    def diagnose(self, logged: dict[str, float]) -> list[str]:
+        """Warnings read from the logs averaged over a log interval (e.g. a GAN's collapse)."""
+        return []
 
     def save_visuals(self, batch: dict, outputs: dict, folder) -> None:
         pass

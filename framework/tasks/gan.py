@@ -45,6 +45,8 @@ from torchvision.utils import make_grid
 from framework.losses.gan import GANLoss, gradient_penalty
 from framework.registry import TASKS
 from framework.tasks.base import Task, average_logs, frozen, unwrap
+from framework.tasks.gan_health import GANHealth
+from framework.tasks.replay import random_state, replaying
 from framework.visualization.panels import side_by_side, stack_rows, write_named_pngs
 
 
@@ -111,6 +113,7 @@ class GANTask(Task):
         self.register_buffer("d_steps", torch.zeros((), dtype=torch.int64))
         self._d_steps: int | None = None
         self.register_load_state_dict_post_hook(lambda module, _: setattr(module, "_d_steps", None))
+        self.health = GANHealth(watch_d_loss=gan_loss != "wgan-gp")
         if latent_dim is not None:
             noise = torch.randn(num_fixed_samples, latent_dim, 1, 1, generator=torch.Generator().manual_seed(noise_seed))
             self.register_buffer("fixed_noise", noise)
@@ -131,6 +134,9 @@ class GANTask(Task):
         if g_step and self.ema_decay is not None:
             self.update_ema(steps // self.d_steps_per_g_step)
         return logs
+
+    def diagnose(self, logged: dict[str, float]) -> list[str]:
+        return self.health.check(logged)
 
     def train_step(self, batch: dict, optim) -> dict:
         """One whole iteration on one batch (a GAN's iteration is not a sum over micro-batches)."""
@@ -170,15 +176,20 @@ class GANTask(Task):
         return logs
 
     def discriminator_step(self, condition, real: torch.Tensor, fake: torch.Tensor, optim) -> dict:
-        loss_real, loss_fake = self.gan_loss.discriminator(self.discriminate(condition, real),
-                                                           self.discriminate(condition, fake))
+        real_logits, fake_logits = self.discriminate(condition, real), self.discriminate(condition, fake)
+        loss_real, loss_fake = self.gan_loss.discriminator(real_logits, fake_logits)
         terms = {"loss_d_real": self.d_weight * loss_real, "loss_d_fake": self.d_weight * loss_fake}
         if self.gan_loss.needs_gradient_penalty:
             penalty = gradient_penalty(lambda image: self.discriminate(condition, image), real, fake)
             terms["loss_d_gp"] = self.gp_weight * penalty
         loss = sum(terms.values())
         optim.update(loss, "discriminator")
-        return {"loss_d": loss.detach(), **{k: v.detach() for k, v in terms.items()}}
+        logs = {"loss_d": loss.detach(), **{k: v.detach() for k, v in terms.items()}}
+        # What GANHealth watches: D's verdicts on real and fake, and how much fakes differ.
+        logs["d_real_logit"], logs["d_fake_logit"] = real_logits.detach().mean(), fake_logits.detach().mean()
+        if fake.shape[0] > 1:
+            logs["fake_spread"] = fake.detach().float().std(dim=0).mean()
+        return logs
 
     def generator_step(self, condition, real: torch.Tensor, fake: torch.Tensor, optim) -> dict:
         with frozen(self.discriminator) as discriminator:  # D collects no gradients here
@@ -273,24 +284,3 @@ class GANTask(Task):
             names = [f"fake_{index:06d}" for index in batch["index"].tolist()]
             write_named_pngs(folder, names, outputs["fake"])
 
-
-def random_state(device: torch.device) -> tuple:
-    """The generator state that the next random draw on `device` starts from."""
-    return torch.get_rng_state(), torch.cuda.get_rng_state(device) if device.type == "cuda" else None
-
-
-@contextlib.contextmanager
-def replaying(rng: tuple, network: nn.Module):
-    """Run a forward again as it ran before: the same random draws (dropout), and the
-    network's buffers (normalisation statistics) left as they were before the rerun."""
-    cpu_state, cuda_state = rng
-    devices = [torch.cuda.current_device()] if cuda_state is not None else []
-    buffers = [buffer.clone() for buffer in network.buffers()]
-    with torch.random.fork_rng(devices=devices):
-        torch.set_rng_state(cpu_state)
-        if cuda_state is not None:
-            torch.cuda.set_rng_state(cuda_state)
-        yield
-    with torch.no_grad():
-        for buffer, saved in zip(network.buffers(), buffers):
-            buffer.copy_(saved)

@@ -11,6 +11,7 @@ below; user hooks from the config's `hooks:` list default to 50, after every bui
                          TensorBoard scalars and images; then after_eval for every hook
     40 CheckpointHook    iter_<N>.pth every train.ckpt_interval, at the end and when a
                          SIGTERM/SIGINT stops the run; best.pth (it keeps the best-metric record)
+    45 HParamsHook       the run's key settings and metrics for TensorBoard's HPARAMS tab
 
 A hook that keeps state across a resume returns it from `state_dict()` (tensors and plain
 containers) and takes it back in `load_state_dict()`; the Trainer checkpoints it.
@@ -21,7 +22,8 @@ containers) and takes it back in `load_state_dict()`; the Trainer checkpoints it
 from framework.engine.hooks.base import Hook, every
 from framework.engine.hooks.checkpoint import CheckpointHook
 from framework.engine.hooks.evaluation import EvalHook
+from framework.engine.hooks.hparams import HParamsHook
 from framework.engine.hooks.logger import LoggerHook
 from framework.engine.hooks.lr import LRSchedulerHook
 
-__all__ = ["Hook", "every", "LoggerHook", "LRSchedulerHook", "EvalHook", "CheckpointHook"]
+__all__ = ["Hook", "every", "LoggerHook", "LRSchedulerHook", "EvalHook", "CheckpointHook", "HParamsHook"]

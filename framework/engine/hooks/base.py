@@ -35,6 +35,8 @@ class Hook:
 
 def every(trainer: Trainer, interval: int) -> bool:
     """True every `interval` iterations and at the last one (interval 0: never)."""
-    return bool(interval) and (trainer.iter % interval == 0 or trainer.iter == trainer.max_iters)
+    return due(trainer.iter, trainer.max_iters, interval)
 
 
+def due(iteration: int, max_iters: int, interval: int) -> bool:
+    return bool(interval) and (iteration % interval == 0 or iteration == max_iters)

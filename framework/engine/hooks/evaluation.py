@@ -13,7 +13,7 @@ from framework.engine.dist import is_main
 from framework.engine.evaluation import evaluate
 from framework.engine.hooks.base import Hook, every
 from framework.engine.nonfinite import refuse_nonfinite_weights
-from framework.metrics import json_safe, summary_values
+from framework.metrics import is_per_class, json_safe, summary_values
 from framework.registry import HOOKS
 
 if TYPE_CHECKING:
@@ -24,9 +24,11 @@ logger = logging.getLogger("framework")
 
 @HOOKS.register()
 class EvalHook(Hook):
-    """Evaluates the task on `loader` with `metrics`; reports to the console, TensorBoard
-    (scalars, and the first batch's visualisation) and metrics.jsonl; then passes the
-    metrics to every hook's after_eval."""
+    """Evaluates the task on `loader` with `metrics`; reports to the console, metrics.jsonl and
+    TensorBoard (`val/<metric>`, `val_per_class/<metric.class>`, metric images such as
+    `val/confusion_matrix`, and the task's visualisation of the first validation batch: the same
+    samples at every evaluation, as the loader's order is fixed); then passes the metrics to
+    every hook's after_eval."""
 
     priority = 30
 
@@ -77,8 +79,12 @@ class EvalHook(Hook):
         logger.info(f"val iter {trainer.iter}: {line}")
         if trainer.writer is not None:
             for key, value in metrics.items():
-                if not math.isnan(value):
-                    trainer.writer.add_scalar(f"val/{key}", value, trainer.iter)
+                if not math.isnan(value):  # per-class values in a group of their own
+                    group = "val_per_class" if is_per_class(key) else "val"
+                    trainer.writer.add_scalar(f"{group}/{key}", value, trainer.iter)
+            for metric in self.metrics:
+                for tag, image in metric.images().items():
+                    trainer.writer.add_image(f"val/{tag}", image, trainer.iter)
             trainer.writer.flush()
         record = {"iter": trainer.iter, "epoch": trainer.epoch, **json_safe(metrics)}
         with open(Path(trainer.work_dir) / "metrics.jsonl", "a", encoding="utf-8") as f:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from framework.engine.dist import all_reduce_mean, is_main
-from framework.engine.hooks.base import Hook, every
+from framework.engine.hooks.base import Hook, due, every
 from framework.registry import HOOKS
 
 if TYPE_CHECKING:
@@ -45,6 +45,10 @@ class LoggerHook(Hook):
             self.bar = tqdm(total=trainer.max_iters, initial=trainer.iter, file=sys.stdout, dynamic_ncols=True,
                             leave=False)
 
+    def before_iter(self, trainer: Trainer) -> None:
+        # Gradient norms of every optimizer, measured on the iterations that are logged only.
+        trainer.optim.measure_grad_norms = due(trainer.iter + 1, trainer.max_iters, self.interval)
+
     def _reset(self) -> None:
         self._sums: dict[str, torch.Tensor] = {}
         self._counts: dict[str, int] = {}
@@ -64,7 +68,11 @@ class LoggerHook(Hook):
             self.bar.update(1)
         if every(trainer, self.interval) or trainer.stop_signal:
             trainer.ensure_finite()  # a diverged run stops here rather than logging NaN
-            self._write(trainer, self._averages())
+            values = self._averages()
+            self._write(trainer, values)
+            if is_main():
+                for warning in trainer.task.diagnose(values):
+                    logger.warning(warning)
             self._reset()
 
     def _averages(self) -> dict[str, float]:
