@@ -24,3 +24,8 @@ class CheckpointError(UserError):
 
 class NonFiniteError(UserError):
     """Training diverged: a loss or the weights stopped being finite (NaN or inf)."""
+
+
+class EvaluationError(UserError):
+    """Evaluation during training failed (a bad validation image, a killed worker); the training
+    iteration itself had completed, so its checkpoint is still saved."""

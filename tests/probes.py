@@ -94,3 +94,24 @@ class NaNAtIteration(torch.nn.Module):
         if hit and self.rank in (None, get_rank()):
             return value * float("nan")
         return value
+
+
+@HOOKS.register()
+class FillDiskHook(Hook):
+    """At iteration `iteration`, fill the file system of the work dir (a small tmpfs in the test)."""
+
+    priority = 35  # after evaluation, before the checkpoint
+
+    def __init__(self, iteration: int):
+        self.iteration = iteration
+
+    def after_iter(self, trainer) -> None:
+        if trainer.iter != self.iteration:
+            return
+        try:
+            with open(Path(trainer.work_dir) / "filler", "wb") as f:
+                while True:
+                    f.write(bytes(1 << 16))
+                    f.flush()
+        except OSError:
+            pass

@@ -48,9 +48,9 @@ def claim_work_dir(work_dir: str | os.PathLike, resuming: bool, overwrite: bool 
         yield
         return
     work_dir = Path(work_dir)
+    _refuse_if_locked(work_dir)  # a live run's folder: nothing else to say
     if overwrite and work_dir.exists() and run_files(work_dir):
         aside = work_dir.with_name(f"{work_dir.name}.old-{datetime.datetime.now():%Y%m%d-%H%M%S}")
-        _refuse_if_locked(work_dir)
         work_dir.rename(aside)
         logger.info(f"--overwrite: moved the previous run in {work_dir} to {aside}")
     elif not resuming and work_dir.exists() and run_files(work_dir):

@@ -8,10 +8,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from framework.engine import checkpoint as ckpt
-from framework.engine.dist import is_main
+from framework.engine.dist import get_world_size, is_main
 from framework.engine.hooks.base import Hook, every
 from framework.engine.nonfinite import refuse_nonfinite_weights
-from framework.errors import ConfigError
+from framework.errors import ConfigError, EvaluationError
 from framework.metrics import summary_values
 from framework.registry import HOOKS
 
@@ -36,6 +36,7 @@ class CheckpointHook(Hook):
         self.best_mode = best_mode
         self.best: dict = {}
         self._improved_at = -1  # the iteration whose evaluation set a new best, until saved
+        self._saved_iter = -1
 
     def state_dict(self) -> dict:
         return {"best": dict(self.best)} if self.best else {}
@@ -61,7 +62,6 @@ class CheckpointHook(Hook):
             self._improved_at = trainer.iter
 
     def after_iter(self, trainer: Trainer) -> None:
-        folder = Path(trainer.work_dir) / "checkpoints"
         save_iter = every(trainer, self.interval) or trainer.stop_signal is not None
         save_best = self._improved_at == trainer.iter
         if not (save_iter or save_best):
@@ -72,13 +72,32 @@ class CheckpointHook(Hook):
         if not is_main():
             return
         if save_iter:
-            name = f"iter_{trainer.iter}.pth"
-            ckpt.save_checkpoint(state, folder / name)
-            ckpt.write_latest(folder, name)  # only after the file is complete
-            ckpt.prune(folder, self.keep_last)
+            path = self._save_iteration(trainer, state)
             if trainer.stop_signal is not None:
                 logger.info(f"stopped by {trainer.stop_signal.name} at iteration {trainer.iter}: saved "
-                            f"{folder / name}; continue with --resume")
+                            f"{path}; continue with --resume")
         if save_best:
-            ckpt.save_checkpoint(state, folder / "best.pth")
+            ckpt.save_checkpoint(state, Path(trainer.work_dir) / "checkpoints" / "best.pth")
             logger.info(f"new best {self.best_metric} {self.best['value']:.4f} at iter {trainer.iter}")
+
+    def _save_iteration(self, trainer: Trainer, state: dict) -> Path:
+        folder = Path(trainer.work_dir) / "checkpoints"
+        name = f"iter_{trainer.iter}.pth"
+        ckpt.save_checkpoint(state, folder / name)
+        ckpt.write_latest(folder, name)  # only after the file is complete
+        ckpt.prune(folder, self.keep_last)
+        self._saved_iter = trainer.iter
+        return folder / name
+
+    def after_train(self, trainer: Trainer) -> None:
+        """When evaluation failed after a completed iteration, keep that iteration's training:
+        save its checkpoint (one process only: under DDP the other ranks may be waiting in a
+        collective of the failed evaluation, so nothing that needs them can run)."""
+        if not isinstance(trainer.error, EvaluationError) or get_world_size() > 1:
+            return
+        if self._saved_iter == trainer.iter:
+            return
+        state = trainer.state_dict()
+        refuse_nonfinite_weights(state["task"], f"checkpoint at iteration {trainer.iter}")
+        path = self._save_iteration(trainer, state)
+        logger.info(f"saved {path} before stopping on the evaluation error; fix it and continue with --resume")

@@ -9,10 +9,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from framework.engine import checkpoint as ckpt
+from framework.engine.cli import user_error_line
 from framework.engine.dist import is_main
 from framework.engine.evaluation import evaluate
 from framework.engine.hooks.base import Hook, every
 from framework.engine.nonfinite import refuse_nonfinite_weights
+from framework.errors import EvaluationError
 from framework.metrics import is_per_class, json_safe, summary_values
 from framework.registry import HOOKS
 
@@ -69,7 +71,10 @@ class EvalHook(Hook):
                 for tag, image in trainer.task.visualize(batch, outputs, self.num_images).items():
                     trainer.writer.add_image(f"val/{tag}", image, trainer.iter)
 
-        metrics = evaluate(trainer.task, self.loader, self.metrics, trainer.device, on_batch=write_images)
+        try:
+            metrics = evaluate(trainer.task, self.loader, self.metrics, trainer.device, on_batch=write_images)
+        except Exception as err:  # the iteration is complete: say so, so its training is not lost
+            raise EvaluationError(f"evaluation at iteration {trainer.iter} failed: {user_error_line(err)}") from err
         if is_main():
             self._report(trainer, metrics)
         trainer.call_hooks("after_eval", metrics)
