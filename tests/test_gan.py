@@ -6,6 +6,7 @@ import copy
 import pytest
 import torch
 import torch.nn.functional as F
+from support import named
 from torch import nn
 
 import framework  # noqa: F401  (fills the registries)
@@ -136,9 +137,9 @@ def engine_training(task, optim, conditional):
 
 def assert_same_parameters(ours, theirs):
     for (name, a), b in zip(ours.named_parameters(), theirs.parameters()):
-        torch.testing.assert_close(a, b, atol=1e-6, rtol=0, msg=name)
+        torch.testing.assert_close(a, b, atol=1e-6, rtol=0, msg=named(name))
     for (name, a), b in zip(ours.named_buffers(), theirs.buffers()):
-        torch.testing.assert_close(a.float(), b.float(), atol=1e-6, rtol=0, msg=name)
+        torch.testing.assert_close(a.float(), b.float(), atol=1e-6, rtol=0, msg=named(name))
 
 
 @pytest.mark.parametrize("kind", GAN_LOSS_TYPES)
