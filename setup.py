@@ -17,6 +17,10 @@ setup(
         "numpy>=1.24",
         "torchmetrics>=1.3",
         "safetensors>=0.4",
+        "Pillow>=9.0",  # palette PNG masks (framework/data/folder.py)
     ],
-    extras_require={"dev": ["pytest>=7.4", "torchmetrics>=1.3"]},
+    extras_require={
+        "dev": ["pytest>=7.4", "torchmetrics>=1.3"],
+        "fid": ["torch-fidelity>=0.3"],  # FID's default extractor (framework/metrics/image.py)
+    },
 )

@@ -10,6 +10,7 @@ stops at once, without saving.
 """
 
 import argparse
+import logging
 import os
 import sys
 
@@ -37,11 +38,14 @@ def main(args: argparse.Namespace) -> int:
         # `--resume key=value ...`: argparse took the first override as the checkpoint path.
         args.overrides.insert(0, args.resume)
         args.resume = True
-    cfg = load_config(args.config, args.overrides)
+    notes: list[str] = []
+    cfg = load_config(args.config, args.overrides, notes)
     cfg.work_dir = args.work_dir or cfg.work_dir or default_work_dir(args.config)
     try:
         init_distributed(cfg.dist.backend, cfg.dist.timeout)  # under torchrun; first, so logs know the rank
         setup_logging(cfg.work_dir)
+        for note in notes:  # e.g. base keys dropped by a change of type, logged on rank 0
+            logging.getLogger("framework").info(f"config: {note}")
         trainer = build_trainer(cfg, cfg.work_dir, resume=args.resume, overrides=args.overrides)
         trainer.fit()
     finally:

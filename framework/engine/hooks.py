@@ -221,8 +221,6 @@ class CheckpointHook(Hook):
 
     def __init__(self, interval: int = 1000, keep_last: int = 3, best_metric: str | None = None,
                  best_mode: str = "max"):
-        if best_mode not in ("max", "min"):
-            raise ConfigError(f"train.best_mode: must be 'max' or 'min', got {best_mode!r}")
         self.interval = interval
         self.keep_last = keep_last
         self.best_metric = best_metric

@@ -23,6 +23,7 @@ from framework.engine.optim import build_optimizers
 from framework.engine.sync_bn import convert_sync_batchnorm
 from framework.engine.trainer import Trainer
 from framework.errors import CheckpointError, ConfigError
+from framework.metrics.base import fit_metrics_to_dataset
 from framework.registry import HOOKS, METRICS, TASKS
 
 logger = logging.getLogger("framework")
@@ -74,10 +75,7 @@ def amp_settings(amp: dict) -> torch.dtype | None:
     """The autocast dtype, or None when AMP is off."""
     if not amp["enabled"]:
         return None
-    dtypes = {"float16": torch.float16, "bfloat16": torch.bfloat16}
-    if amp["dtype"] not in dtypes:
-        raise ConfigError(f"amp.dtype: must be float16 or bfloat16, got {amp['dtype']!r}")
-    return dtypes[amp["dtype"]]
+    return {"float16": torch.float16, "bfloat16": torch.bfloat16}[amp["dtype"]]  # checked by config.SCHEMA
 
 
 def build_task(cfg: dict, device: torch.device):
@@ -106,9 +104,7 @@ def auto_resume_enabled(setting) -> bool:
     """`auto_resume`: true, false, or auto (on when torchrun restarted the worker group)."""
     if setting == "auto":
         return int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") or 0) > 0
-    if isinstance(setting, bool):
-        return setting
-    raise ConfigError(f"auto_resume: must be true, false or auto, got {setting!r}")
+    return bool(setting)  # true or false, checked by config.SCHEMA
 
 
 def checkpoint_to_resume(work_dir: str, resume: str | bool | None, auto_resume) -> tuple[Path, dict] | None:
@@ -172,8 +168,6 @@ def build_trainer(cfg: DictConfig, work_dir: str, resume: str | bool | None = No
 
     train = plain["train"]
     accumulate = train["accumulate"]
-    if not isinstance(accumulate, int) or accumulate < 1:
-        raise ConfigError(f"train.accumulate: must be a positive integer, got {accumulate!r}")
     max_iters = train["max_iters"] or train["max_epochs"] * (len(train_loader) // accumulate)
     task = build_task(plain, device)
     networks = pretrained.configured_networks(task)
@@ -195,6 +189,8 @@ def build_trainer(cfg: DictConfig, work_dir: str, resume: str | bool | None = No
     optim.ddp_networks = wrap_networks(task, device, plain["dist"]["find_unused_parameters"],
                                        plain["dist"]["broadcast_buffers"])
     metrics = build_metrics(plain)
+    if val_loader is not None:
+        fit_metrics_to_dataset(metrics, val_loader.dataset, "data.val.dataset")
 
     writer = None
     if is_main():

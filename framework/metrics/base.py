@@ -46,6 +46,10 @@ class Metric(ABC):
         for state in self.states().values():
             all_reduce(state)
 
+    def use_dataset(self, dataset, path: str, dataset_path: str) -> None:
+        """Adopt what the evaluation dataset says about its labels (class names); `path` is the
+        metric's config path and `dataset_path` the dataset's, for error messages."""
+
     @abstractmethod
     def update(self, outputs: dict[str, Any]) -> None:
         """Add one batch; `outputs` is what the task's val_step returned. No host syncs here."""
@@ -53,3 +57,10 @@ class Metric(ABC):
     @abstractmethod
     def compute(self) -> dict[str, float]:
         """The metric values as python floats (the only place they reach the host)."""
+
+
+def fit_metrics_to_dataset(metrics: list, dataset, dataset_path: str) -> None:
+    """Let every metric adopt the evaluation dataset's label names, before anything is evaluated."""
+    for i, metric in enumerate(metrics):
+        if hasattr(metric, "use_dataset"):
+            metric.use_dataset(dataset, f"metrics[{i}]", dataset_path)
