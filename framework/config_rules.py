@@ -115,7 +115,7 @@ def section(fields: dict[str, Callable], required: tuple[str, ...] = (), open: b
                 level = "key" if key else "top-level key"
                 errors.append(f"unknown {level} '{where}'{did_you_mean(str(name), fields)}")
         return checked
-    check.expects = "a mapping"
+    check.expects, check.fields = "a mapping", fields
     return check
 
 
