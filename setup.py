@@ -18,6 +18,10 @@ setup(
         "torchmetrics>=1.3",
         "safetensors>=0.4",
         "tqdm>=4.60",
+        "Pillow>=9.0",  # palette PNG masks (framework/data/folder.py)
     ],
-    extras_require={"dev": ["pytest>=7.4", "torchmetrics>=1.3", "ruff>=0.6"]},
+    extras_require={
+        "dev": ["pytest>=7.4", "torchmetrics>=1.3", "ruff>=0.6"],
+        "fid": ["torch-fidelity>=0.3"],  # FID's default extractor (framework/metrics/image.py)
+    },
 )

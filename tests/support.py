@@ -20,6 +20,12 @@ def run_tool(tool: str, *args, cwd=REPO, timeout=600) -> subprocess.CompletedPro
                           cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
 
 
+def named(name: str):
+    """`msg` for torch.testing.assert_close: torch's own message (the greatest difference, where,
+    how many elements) prefixed by the tensor's name."""
+    return lambda message: f"{name}: {message}"
+
+
 def call_tool(tool: str, *args) -> subprocess.CompletedProcess:
     """Run tools/<tool>.py's main in this process, as `run_tool` would in a new one, without the
     interpreter and import start-up (seconds on a busy 2-core machine)."""

@@ -14,6 +14,7 @@ from framework.errors import ConfigError
 from framework.losses.gan import GAN_LOSS_TYPES
 from framework.registry import TASKS
 from framework.tasks.gan import GANTask
+from support import named
 
 SIZE, BATCH, ITERATIONS, LATENT = 16, 4, 5, 8
 LR, BETAS = 2e-3, (0.5, 0.999)
@@ -136,9 +137,9 @@ def engine_training(task, optim, conditional):
 
 def assert_same_parameters(ours, theirs):
     for (name, a), b in zip(ours.named_parameters(), theirs.parameters()):
-        torch.testing.assert_close(a, b, atol=1e-6, rtol=0, msg=name)
+        torch.testing.assert_close(a, b, atol=1e-6, rtol=0, msg=named(name))
     for (name, a), b in zip(ours.named_buffers(), theirs.buffers()):
-        torch.testing.assert_close(a.float(), b.float(), atol=1e-6, rtol=0, msg=name)
+        torch.testing.assert_close(a.float(), b.float(), atol=1e-6, rtol=0, msg=named(name))
 
 
 @pytest.mark.parametrize("kind", GAN_LOSS_TYPES)

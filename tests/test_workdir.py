@@ -31,7 +31,7 @@ def test_a_second_run_on_a_busy_work_dir_refuses_and_a_stale_lock_is_taken_over(
                       log=tmp_path / "first.log")
     try:
         deadline = time.monotonic() + 120
-        while not losses.exists():
+        while not (tmp_path / "wd/checkpoints/latest").exists():  # a checkpoint for --resume below
             assert first.is_alive() and time.monotonic() < deadline
             time.sleep(0.05)
         second = call_tool("train", "--config", CONFIG, "--work-dir", tmp_path / "wd", *RUN)

@@ -21,6 +21,7 @@ from framework.engine.evaluation import evaluate
 from framework.engine.nonfinite import refuse_nonfinite_weights
 from framework.errors import ConfigError
 from framework.metrics import is_per_class, json_safe, summary_values
+from framework.metrics.base import fit_metrics_to_dataset
 
 
 def parse_args() -> argparse.ArgumentParser:
@@ -58,20 +59,21 @@ def format_table(metrics: dict[str, float]) -> str:
 def main(args: argparse.Namespace) -> None:
     cfg = load_config(args.config, args.overrides)
     work_dir = args.work_dir or cfg.work_dir or default_work_dir(args.config)
-    setup_logging(work_dir, "test.log")
     import_custom_modules(cfg)
     plain = to_plain(cfg)
     device = select_device(plain["device"])
     section = plain["data"].get("test") or plain["data"].get("val")
     if section is None:
         raise ConfigError("data.test / data.val: the config has no evaluation data")
-    loader = build_dataloader(section, "data.test" if plain["data"].get("test") else "data.val", train=False,
-                              device=device)
-    task = build_task(plain, device)
     state = ckpt.load_checkpoint(args.checkpoint)  # refuses anything but a training checkpoint
     refuse_nonfinite_weights(state["task"], str(args.checkpoint))
-    task.load_state_dict(state["task"])
+    task = build_task(plain, device)
+    ckpt.load_task_weights(task, state, args.checkpoint)
+    setup_logging(work_dir, "test.log")  # the work dir is only written once the checkpoint fits
+    section_path = "data.test" if plain["data"].get("test") else "data.val"
+    loader = build_dataloader(section, section_path, train=False, device=device)
     metrics = build_metrics(plain)
+    fit_metrics_to_dataset(metrics, loader.dataset, f"{section_path}.dataset")
 
     def save(i, batch, outputs):
         if args.show_dir:

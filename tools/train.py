@@ -11,6 +11,7 @@ stops at once, without saving.
 """
 
 import argparse
+import logging
 import os
 import sys
 
@@ -42,7 +43,8 @@ def main(args: argparse.Namespace) -> int:
         # `--resume key=value ...`: argparse took the first override as the checkpoint path.
         args.overrides.insert(0, args.resume)
         args.resume = True
-    cfg = load_config(args.config, args.overrides)
+    notes: list[str] = []
+    cfg = load_config(args.config, args.overrides, notes)
     cfg.work_dir = args.work_dir or cfg.work_dir or default_work_dir(args.config)
     resuming = bool(args.resume) or auto_resume_enabled(cfg.auto_resume)
     try:
@@ -50,6 +52,8 @@ def main(args: argparse.Namespace) -> int:
         setup_logging(main_process=is_main())  # the console first: the work dir may be refused
         with claim_work_dir(cfg.work_dir, resuming, args.overwrite, main_process=is_main()):
             setup_logging(cfg.work_dir, main_process=is_main())
+            for note in notes:  # e.g. base keys dropped by a change of type, logged on rank 0
+                logging.getLogger("framework").info(f"config: {note}")
             trainer = build_trainer(cfg, cfg.work_dir, resume=args.resume, overrides=args.overrides)
             trainer.fit()
     finally:

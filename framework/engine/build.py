@@ -27,6 +27,7 @@ from framework.engine.resume import checkpoint_to_resume, resume_trainer
 from framework.engine.sync_bn import convert_sync_batchnorm
 from framework.engine.trainer import Trainer
 from framework.errors import ConfigError
+from framework.metrics.base import fit_metrics_to_dataset
 from framework.registry import HOOKS, METRICS, TASKS
 
 logger = logging.getLogger("framework")
@@ -121,12 +122,8 @@ def build_networks(cfg: dict, device: torch.device, work_dir: str, load_pretrain
 
 
 def autocast_dtype(amp: dict) -> torch.dtype | None:
-    """The autocast dtype, or None when AMP is off."""
-    if not amp["enabled"]:
-        return None
-    if amp["dtype"] not in AUTOCAST_DTYPES:
-        raise ConfigError(f"amp.dtype: must be float16 or bfloat16, got {amp['dtype']!r}")
-    return AUTOCAST_DTYPES[amp["dtype"]]
+    """The autocast dtype, or None when AMP is off (amp.dtype is checked by config.SCHEMA)."""
+    return AUTOCAST_DTYPES[amp["dtype"]] if amp["enabled"] else None
 
 
 def build_optim(cfg: dict, task, device: torch.device, max_iters: int) -> Optimizers:
@@ -156,10 +153,13 @@ def build_metrics(cfg: dict) -> list:
 
 def build_hooks(cfg: dict, val_loader) -> list:
     train = cfg["train"]
+    metrics = build_metrics(cfg)
+    if val_loader is not None:
+        fit_metrics_to_dataset(metrics, val_loader.dataset, "data.val.dataset")
     hooks = [
         LoggerHook(interval=train["log_interval"], progress_bar=train["progress_bar"]),
         LRSchedulerHook(),
-        EvalHook(val_loader, build_metrics(cfg), interval=train["val_interval"], at_start=train["val_at_start"],
+        EvalHook(val_loader, metrics, interval=train["val_interval"], at_start=train["val_at_start"],
                  num_images=train["vis_images"]),
         CheckpointHook(interval=train["ckpt_interval"], keep_last=train["keep_last"],
                        best_metric=train["best_metric"], best_mode=train["best_mode"]),

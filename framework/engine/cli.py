@@ -31,16 +31,18 @@ def os_error_line(err: OSError) -> str:
 
 def run(main: Callable[[argparse.Namespace], int | None], parser: argparse.ArgumentParser,
         argv: list[str] | None = None) -> int:
-    """Parse args and run `main`. A UserError becomes `error: <one line>` and exit status 2; a
-    file-system error (disk full, unwritable folder) `error: <path>: <cause>` and exit status 1."""
+    """Parse args and run `main`. A UserError becomes `error: <one line>` (one per mistake when it
+    lists several, as a config check does) and exit status 2; a file-system error (disk full, an
+    unwritable folder) `error: <path>: <cause>` and exit status 1."""
     parser.add_argument("--debug", action="store_true", help="show full tracebacks")
-    args = parser.parse_intermixed_args(argv)
+    args = parser.parse_intermixed_args(argv)  # key=value overrides before or after --options
     try:
         return main(args) or 0
     except UserError as err:
         if args.debug:
             raise
-        print(f"error: {user_error_line(err)}", file=sys.stderr)
+        for line in user_error_line(err).splitlines():
+            print(f"error: {line}", file=sys.stderr)
         return 2
     except OSError as err:
         if args.debug or err.strerror is None:

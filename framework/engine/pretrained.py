@@ -106,6 +106,7 @@ class LoadReport:
     unexpected: list[dict] = field(default_factory=list)  # {key, source, shape}
     shape_mismatched: list[dict] = field(default_factory=list)  # {key, source, checkpoint_shape, model_shape}
     outside_prefix: int = 0  # tensors of the file not under `prefix`: not considered
+    module_counters: int = 0  # BatchNorm num_batches_tracked of the module: not counted as loaded weights
 
     def counts(self) -> dict[str, int]:
         return {"loaded": len(self.loaded), "missing": len(self.missing), "unexpected": len(self.unexpected),
@@ -113,8 +114,13 @@ class LoadReport:
                 "module_tensors": self.module_tensors}
 
     @property
+    def loaded_learned(self) -> int:
+        """Loaded tensors other than BatchNorm's step counters (which every BN network shares)."""
+        return sum(not is_counter(e["key"]) for e in self.loaded)
+
+    @property
     def loaded_ratio(self) -> float:
-        return len(self.loaded) / max(self.module_tensors, 1)
+        return self.loaded_learned / max(self.module_tensors - self.module_counters, 1)
 
     def to_json(self) -> dict:
         return {"checkpoint": self.spec.checkpoint, "prefix": self.spec.prefix, "rename": self.spec.rename,
@@ -122,7 +128,8 @@ class LoadReport:
                 "missing": self.missing, "unexpected": self.unexpected, "shape_mismatched": self.shape_mismatched}
 
     def table(self) -> str:
-        rows = [("loaded", len(self.loaded), f"{self.loaded_ratio:.0%} of the module's {self.module_tensors} tensors"),
+        rows = [("loaded", len(self.loaded), f"{self.loaded_ratio:.0%} of the module's "
+                 f"{self.module_tensors - self.module_counters} tensors besides BatchNorm counters"),
                 ("missing", len(self.missing), _examples(self.missing, lambda e: f"{e['key']} {e['shape']}")),
                 ("unexpected", len(self.unexpected), _examples(self.unexpected, lambda e: f"{e['source']} {e['shape']}")),
                 ("shape mismatch", len(self.shape_mismatched), _examples(
@@ -168,6 +175,10 @@ def weights_in_file(path: str) -> dict[str, torch.Tensor]:
     return tensors
 
 
+def is_counter(key: str) -> bool:
+    return key.endswith("num_batches_tracked")
+
+
 def _without_wrappers(key: str) -> str:
     return ".".join(p for p in key.split(".") if p not in WRAPPER_COMPONENTS)
 
@@ -179,7 +190,7 @@ def match_weights(weights: Mapping[str, torch.Tensor], own: Mapping[str, torch.T
     A file key goes through: prefix selection, the rename rules, then matching against the
     module's keys, exactly or with `module.`/`_orig_mod.` components ignored on both sides.
     """
-    report = LoadReport(target=target, spec=spec, module_tensors=len(own))
+    report = LoadReport(target=target, spec=spec, module_tensors=len(own), module_counters=sum(map(is_counter, own)))
     by_plain_name: dict[str, str] = {}
     ambiguous = set()
     for key in own:
@@ -228,12 +239,14 @@ def load_into(module: nn.Module, spec: LoadSpec, target: str) -> LoadReport:
     where = f"{target} <- {spec.checkpoint}"
     if spec.strict and report.problems():
         raise CheckpointError(f"{where} (strict): {report.problems()}")
-    if not selected:
-        raise CheckpointError(f"{where}: no tensor matched the module's names and shapes "
+    if not report.loaded_learned:  # BatchNorm counters alone carry nothing learned
+        only = " but BatchNorm num_batches_tracked counters" if selected else ""
+        raise CheckpointError(f"{where}: no tensor{only} matched the module's names and shapes "
                               f"({report.problems() or 'nothing under the prefix'}); check prefix and rename")
     if report.loaded_ratio < spec.min_loaded_ratio:
-        raise CheckpointError(f"{where}: loaded {len(report.loaded)} of {report.module_tensors} tensors "
-                              f"({report.loaded_ratio:.0%}), below min_loaded_ratio {spec.min_loaded_ratio:g}")
+        learned = report.module_tensors - report.module_counters
+        raise CheckpointError(f"{where}: loaded {report.loaded_learned} of {learned} tensors besides BatchNorm "
+                              f"counters ({report.loaded_ratio:.0%}), below min_loaded_ratio {spec.min_loaded_ratio:g}")
     module.load_state_dict(selected, strict=False)
     return report
 

@@ -48,6 +48,10 @@ class Metric(ABC):
         for state in self.states().values():
             all_reduce(state)
 
+    def use_dataset(self, dataset, path: str, dataset_path: str) -> None:  # noqa: B027 (optional)
+        """Adopt what the evaluation dataset says about its labels (class names); `path` is the
+        metric's config path and `dataset_path` the dataset's, for error messages."""
+
     @abstractmethod
     def update(self, outputs: dict[str, Any]) -> None:
         """Add one batch; `outputs` is what the task's val_step returned. No host syncs here."""
@@ -75,3 +79,9 @@ def summary_values(metrics: dict[str, float]) -> dict[str, float]:
 def json_safe(metrics: dict[str, float]) -> dict[str, float | None]:
     """NaN (a class absent from the data) as None, which JSON can hold."""
     return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in metrics.items()}
+
+def fit_metrics_to_dataset(metrics: list, dataset, dataset_path: str) -> None:
+    """Let every metric adopt the evaluation dataset's label names, before anything is evaluated."""
+    for i, metric in enumerate(metrics):
+        if hasattr(metric, "use_dataset"):
+            metric.use_dataset(dataset, f"metrics[{i}]", dataset_path)
