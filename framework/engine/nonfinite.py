@@ -1,10 +1,11 @@
 """Non-finite training (NaN/inf losses or weights) is stopped, never saved.
 
 `train.nan_policy`:
-- raise (default): the loss terms of every iteration are watched on the device, without a
-  host sync: each term's first non-finite iteration is kept in a tensor. `check()` reads it
-  (one sync) whenever something is about to be logged, evaluated or saved, and at the end;
-  then the run stops with the iteration and the terms named. Nothing is written from the
+- raise (default): the logged loss terms of every iteration (already detached tensors) are
+  kept as they are, with no device work and no host sync per step. `check()` stacks them and
+  reads which were finite (one sync, and one agreement across ranks) whenever something is
+  about to be logged, evaluated or saved, at the end, and at least every 1000 iterations;
+  a non-finite term stops the run, naming its first iteration and the terms. Nothing is written from the
   diverged weights: checkpoints, `best.pth` and metric records before it stay.
 - skip: each optimizer step whose loss is not finite is skipped (decided on every rank at
   once, one sync per step, as float16's GradScaler does), counted and logged; more than
@@ -25,41 +26,45 @@ _NONE = torch.iinfo(torch.int64).max  # "no non-finite value seen", so that MIN 
 
 
 class NonFiniteGuard:
-    def __init__(self, policy: str = "raise", max_skips: int = 10):
+    # A check is forced after this many unchecked iterations (a run that never logs, evaluates
+    # or saves would otherwise keep every iteration's logs).
+    MAX_PENDING = 1000
+
+    def __init__(self, policy: str = "raise"):
         self.policy = policy
-        self.max_skips = max_skips
-        # {term names: int64 tensor of each term's first non-finite iteration (or _NONE)}
-        self._first_bad: dict[tuple[str, ...], torch.Tensor] = {}
-        self._unchecked = False
+        self._pending: list[tuple[int, dict]] = []  # (iteration, its logs), since the last check
+        self._error: NonFiniteError | None = None
 
     def observe(self, iteration: int, logs: dict) -> None:
-        """Record which logged terms are not finite at `iteration` (device ops, no sync)."""
-        if self.policy != "raise" or not logs:
-            return
-        names = tuple(logs)
-        values = torch.stack([torch.as_tensor(v).detach().float().reshape(()) for v in logs.values()])
-        first = self._first_bad.get(names)
-        if first is None:
-            first = torch.full((len(names),), _NONE, dtype=torch.int64, device=values.device)
-        self._first_bad[names] = torch.where(torch.isfinite(values) | (first != _NONE), first, iteration)
-        self._unchecked = True
+        """Keep the iteration's logged terms (detached device tensors) for the next check: no
+        device work and no sync per step."""
+        if self.policy == "raise" and logs:
+            self._pending.append((iteration, dict(logs)))
+            if len(self._pending) >= self.MAX_PENDING:
+                self.check(iteration)
 
-    def check(self, iteration: int, skipped_steps: int = 0) -> None:
+    def check(self, iteration: int) -> None:
         """Raise NonFiniteError when a term was not finite (call on every rank: a collective)."""
-        if not self._unchecked:
+        if self._error is not None:
+            raise self._error
+        if not self._pending:
             return
-        self._unchecked = False
-        local = torch.cat([first for first in self._first_bad.values()]).min()
-        first = int(all_reduce_min(local.clone()).item())
+        pending, self._pending = self._pending, []
+        entries = [(it, key, value) for it, logs in pending for key, value in logs.items()]
+        values = torch.stack([v if isinstance(v, torch.Tensor) else torch.tensor(float(v)) for _, _, v in entries])
+        finite = torch.isfinite(values.float().reshape(-1)).tolist()  # device -> host once
+        bad = [(it, key) for (it, key, _), ok in zip(entries, finite) if not ok]
+        local_first = min((it for it, _ in bad), default=_NONE)
+        first = int(all_reduce_min(torch.tensor(local_first, device=values.device)).item())  # ranks agree
         if first == _NONE:
             return
-        terms = sorted({name for names, firsts in self._first_bad.items()
-                        for name, at in zip(names, firsts.tolist()) if at == first})
+        terms = sorted({key for it, key in bad if it == first})
         where = ", ".join(terms) if terms else "a loss on another process"
-        raise NonFiniteError(
+        self._error = NonFiniteError(
             f"training diverged: {where} not finite at iteration {first} (stopped at iteration {iteration}; "
             f"checkpoints and best.pth from before it are kept). Lower optim.lr, set optim.clip_grad, "
             f"check the data, or set train.nan_policy=skip to skip such steps")
+        raise self._error
 
 
 def nonfinite_tensors(state: dict, limit: int = 3) -> list[str]:

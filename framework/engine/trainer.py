@@ -169,7 +169,7 @@ class Trainer:
     def ensure_finite(self) -> None:
         """Raise NonFiniteError when a loss was not finite since the last check (on every rank
         at once: a collective). Hooks call it before anything is logged, evaluated or saved."""
-        self.nan_guard.check(self.iter, self.optim.skipped_steps)
+        self.nan_guard.check(self.iter)
 
     # ------------------------------------------------------------------ checkpoint state
 

@@ -58,7 +58,10 @@ class LoggerHook(Hook):
 
     def after_iter(self, trainer: Trainer) -> None:
         for key, value in trainer.step_logs.items():
-            value = value.detach().float() if isinstance(value, torch.Tensor) else torch.tensor(float(value))
+            if not isinstance(value, torch.Tensor):
+                value = torch.tensor(float(value))
+            elif value.requires_grad:  # tasks log detached values; a detach per key per step costs
+                value = value.detach()
             self._sums[key] = self._sums[key] + value if key in self._sums else value
             self._counts[key] = self._counts.get(key, 0) + 1
         self._steps += 1
@@ -81,7 +84,7 @@ class LoggerHook(Hook):
         if not keys:
             return {}
         device = self._sums[keys[0]].device
-        stacked = torch.stack([self._sums[k].to(device) / self._counts[k] for k in keys])
+        stacked = torch.stack([self._sums[k].to(device).float() / self._counts[k] for k in keys])
         return dict(zip(keys, all_reduce_mean(stacked).tolist()))
 
     def _write(self, trainer: Trainer, values: dict[str, float]) -> None:
