@@ -20,8 +20,8 @@ RESNET_NODES = ["relu", "layer1", "layer2", "layer3", "layer4"]
 EFFICIENTNET_NODES = ["features.1", "features.2", "features.3", "features.5", "features.7"]
 CONVNEXT_NODES = ["features.1", "features.3", "features.5", "features.7"]
 REGNET_NODES = ["stem"] + [f"trunk_output.block{i}" for i in range(1, 5)]
-# torchvision's ResNet can trade its last strides for dilation (DeepLab's output stride).
-RESNET_DILATION = {32: [False, False, False], 16: [False, False, True], 8: [False, True, True]}
+# Output stride -> dilation of the stages whose stride is traded for it (DeepLab's trick).
+RESNET_DILATION = {32: {}, 16: {"layer4": 2}, 8: {"layer3": 2, "layer4": 4}}
 
 
 class TorchvisionEncoder(Encoder):
@@ -29,11 +29,14 @@ class TorchvisionEncoder(Encoder):
 
     weights_prefix = "body."
 
-    def __init__(self, name: str, nodes: list[str], in_channels: int = 3, output_stride: int = 32, **kwargs):
+    def __init__(self, name: str, nodes: list[str], in_channels: int = 3, output_stride: int = 32,
+                 dilations: dict[str, int] | None = None):
         super().__init__()
         if in_channels < 1:
             raise ValueError(f"in_channels must be >= 1, got {in_channels}")
-        model = torchvision.models.get_model(name, weights=None, **kwargs)
+        model = torchvision.models.get_model(name, weights=None)
+        for stage, dilation in (dilations or {}).items():
+            dilate(model.get_submodule(stage), dilation)
         if in_channels != 3:
             replace_first_conv(model, in_channels)
         self.torchvision_name = name
@@ -55,6 +58,18 @@ def replace_first_conv(model: nn.Module, in_channels: int) -> None:
     name, conv = next((n, m) for n, m in model.named_modules() if isinstance(m, nn.Conv2d))
     model.set_submodule(name, nn.Conv2d(in_channels, conv.out_channels, conv.kernel_size, conv.stride,
                                         conv.padding, conv.dilation, conv.groups, conv.bias is not None))
+
+
+def dilate(stage: nn.Module, dilation: int) -> None:
+    """Stride 1 and `dilation` for every conv of `stage`, in place (as smp's make_dilated):
+    the weights keep their shapes, so pretrained files still load. torchvision's own
+    replace_stride_with_dilation does not support the BasicBlocks of resnet18/34."""
+    for conv in stage.modules():
+        if isinstance(conv, nn.Conv2d):
+            conv.stride = (1, 1)
+            if conv.kernel_size[0] > 1:
+                conv.dilation = (dilation, dilation)
+                conv.padding = (dilation * (conv.kernel_size[0] // 2),) * 2
 
 
 @torch.no_grad()
@@ -81,8 +96,7 @@ def register_resnet(name: str) -> None:
     def factory(in_channels: int = 3, output_stride: int = 32) -> TorchvisionEncoder:
         if output_stride not in RESNET_DILATION:
             raise ValueError(f"output_stride must be one of {sorted(RESNET_DILATION)}, got {output_stride}")
-        return TorchvisionEncoder(name, RESNET_NODES, in_channels, output_stride,
-                                  replace_stride_with_dilation=RESNET_DILATION[output_stride])
+        return TorchvisionEncoder(name, RESNET_NODES, in_channels, output_stride, RESNET_DILATION[output_stride])
 
     ENCODERS.add(factory, name)
 
