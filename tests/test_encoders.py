@@ -14,6 +14,7 @@ from framework.models.decoders import FPN, DeepLabV3Plus, EncoderUNet
 from framework.models.encoders import ENCODERS, build_encoder
 from framework.models.encoders.stem import adapt_input_channels
 from framework.registry import MODELS, TASKS
+from support import REPO, call_tool
 
 DECODERS = (EncoderUNet, FPN, DeepLabV3Plus)
 SIZES = ((64, 64), (45, 70))  # the second is not a multiple of 32: padded inside, cropped back
@@ -174,3 +175,56 @@ def test_adaptation_rules_for_uneven_channel_counts():
     assert torch.equal(zeros[:, :1], weight.sum(1, keepdim=True)) and not zeros[:, 1].any()
     with pytest.raises(ValueError, match="unknown channel adaptation 'median'"):
         adapt_input_channels(weight, 4, "median")
+
+
+# ----------------------------------------------------------------------------- training runs
+
+ENCODER_UNET = REPO / "configs" / "segmentation" / "encoder_unet_resnet34_shapes.yaml"
+TINY_RUN = ["device=cpu", "data.train.dataset.size=32", "data.train.dataset.num_samples=8", "data.train.batch_size=2",
+            "data.train.num_workers=0", "data.val.dataset.size=32", "data.val.dataset.num_samples=2",
+            "data.val.batch_size=2", "train.val_interval=0", "train.log_interval=1"]
+
+
+def test_a_missing_torchvision_file_stops_the_run_in_one_line(tmp_path, monkeypatch):
+    monkeypatch.setenv("TORCH_HOME", str(tmp_path / "torch"))
+    result = call_tool("train", "--config", ENCODER_UNET, "--work-dir", tmp_path / "run", *TINY_RUN)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines()[-1] == (
+        "error: task.model.encoder_weights: torchvision weights ResNet34_Weights.IMAGENET1K_V1 need the file "
+        f"resnet34-b627a593.pth in {tmp_path / 'torch' / 'hub' / 'checkpoints'} (nothing is downloaded at run "
+        "time; fetch https://download.pytorch.org/models/resnet34-b627a593.pth there, or set TORCH_HOME)")
+
+
+def test_encoder_trains_at_a_tenth_of_the_lr_after_a_frozen_start(tmp_path):
+    weights = torchvision_resnet18_file(tmp_path / "resnet18.pth")
+    result = call_tool("train", "--config", ENCODER_UNET, "--work-dir", tmp_path / "run", *TINY_RUN,
+                       "task.model.encoder=resnet18", f"task.model.encoder_weights={tmp_path / 'resnet18.pth'}",
+                       "+task.model.decoder_channels=[16, 16, 8, 8, 8]", "train.max_iters=3",
+                       "train.ckpt_interval=1", "train.keep_last=3", "optim.scheduler=null",
+                       "hooks=[{type: FrozenStartHook, iters: 2, groups: [encoder]}]")
+    assert result.returncode == 0, result.stderr
+    states = [torch.load(tmp_path / "run" / "checkpoints" / f"iter_{i}.pth", weights_only=True) for i in (1, 2, 3)]
+    conv1 = [s["task"]["model.encoder.body.conv1.weight"] for s in states]
+    head = [s["task"]["model.head.weight"] for s in states]
+    assert torch.equal(conv1[0], weights["conv1.weight"]) and torch.equal(conv1[1], weights["conv1.weight"])
+    assert not torch.equal(conv1[2], weights["conv1.weight"])  # unfrozen at the third iteration
+    assert not torch.equal(head[0], head[1]) and not torch.equal(head[1], head[2])  # the head trained all along
+    for state in states:  # the learning rates saved are the true ones, 0.1x for the encoder
+        groups = {g["name"]: g["lr"] for g in state["optim"]["optimizers"]["main"]["param_groups"]}
+        assert groups == {"default": 1.0e-3, "encoder": pytest.approx(1.0e-4)}
+
+
+def test_param_group_mistakes_name_the_key():
+    from framework.engine.optim import build_optimizers
+    from framework.errors import ConfigError
+
+    task = segmentation_task(EncoderUNet("resnet18", num_classes=3, decoder_channels=(8, 8, 8, 8, 8)))
+    optim = {"type": "SGD", "lr": 0.1, "param_groups": [{"params": "model.encoder", "lr_mul": 0.1}]}
+    with pytest.raises(ConfigError, match=r"optim.param_groups\[0\].lr_mul: unknown key; did you mean 'lr_mult'"):
+        build_optimizers({"optim": optim}, task, max_iters=1)
+    optim["param_groups"] = [{"params": "model.encoder"}, {"params": "model.encoder.body"}]
+    with pytest.raises(ConfigError, match=r"param_groups\[1\].params: parameters of 'model.encoder.body' are already"):
+        build_optimizers({"optim": optim}, task, max_iters=1)
+    optim["param_groups"] = [{"params": "model.encodr"}]
+    with pytest.raises(ConfigError, match=r"param_groups\[0\].params: the task has no submodule 'model.encodr'"):
+        build_optimizers({"optim": optim}, task, max_iters=1)
