@@ -13,9 +13,17 @@ from framework.tasks.base import Task
 from framework.visualization.palette import colorize, default_palette
 
 
+def displayable(image: torch.Tensor) -> torch.Tensor:
+    """N x C x H x W images on the 0..255 scale as uint8 RGB: the first three channels, or the
+    first one as grey when there are fewer (N-channel data, framework/data/channels.py)."""
+    image = image[:, :3] if image.shape[1] >= 3 else image[:, :1].expand(-1, 3, -1, -1)
+    return image if image.dtype == torch.uint8 else image.clamp(0, 255).to(torch.uint8)
+
+
 @TASKS.register()
 class SegmentationTask(Task):
     """Images arrive as uint8 RGB (N x 3 x H x W) and are normalised here, on the device.
+    N-channel data (uint8 or float32 on the 0..255 scale) takes one mean and std per channel.
 
     `mean`/`std` are on the 0..1 scale (ImageNet's by default). A model with one output
     channel is a binary segmenter: prediction = logit > 0, so metrics see 2 classes.
@@ -65,7 +73,7 @@ class SegmentationTask(Task):
     def visualize(self, batch: dict, outputs: dict, max_images: int) -> dict:
         """One grid: a row per sample of image | ground truth | prediction."""
         n = min(max_images, batch["image"].shape[0])
-        image = batch["image"][:n]
+        image = displayable(batch["image"][:n])
         truth = colorize(outputs["target"][:n], self.palette, self.ignore_index)
         pred = colorize(outputs["pred"][:n], self.palette, None)
         rows = torch.cat([image, truth, pred], dim=3)  # side by side along the width
@@ -77,6 +85,6 @@ class SegmentationTask(Task):
         folder.mkdir(parents=True, exist_ok=True)
         truth = colorize(outputs["target"], self.palette, self.ignore_index)
         pred = colorize(outputs["pred"], self.palette, None)
-        panels = torch.cat([batch["image"], truth, pred], dim=3).permute(0, 2, 3, 1).cpu().numpy()
+        panels = torch.cat([displayable(batch["image"]), truth, pred], dim=3).permute(0, 2, 3, 1).cpu().numpy()
         for name, panel in zip(batch["name"], panels):
             cv2.imwrite(str(folder / f"{Path(str(name)).stem}.png"), cv2.cvtColor(panel, cv2.COLOR_RGB2BGR))
