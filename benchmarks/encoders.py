@@ -4,11 +4,12 @@
 
 Table: parameters, FLOPs of one 512x512 image (torch.utils.flop_counter, which counts a
 multiply-add as 2 FLOPs; counted on the meta device so nothing runs), and CPU inference images/s at 256x256 (batch 4, NCHW, median of 5
-timed forwards after a warm-up, torch's default threads).
+timed forwards after a warm-up, `--threads` torch threads, 1 by default).
 
 Race: the Quickstart's from-scratch UNet (configs/segmentation/unet_shapes.yaml) and
 EncoderUNet-resnet18 from random weights, trained by tools/train.py on the same shapes with the
-same recipe (AdamW 3e-3, warmup + poly schedule, batch 8, channels_last) for the same wall time:
+same recipe (AdamW 3e-3, warmup + poly schedule, batch 8, channels_last, `--threads`) for the
+same wall time:
 a short probe run measures each one's seconds per iteration, max_iters is set to fill
 `--seconds` of training, and the mIoU of the final evaluation is read from metrics.jsonl.
 The machine's load average is printed with each figure: other processes on these cores change
@@ -34,8 +35,8 @@ from torch.utils.flop_counter import FlopCounterMode
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from framework.registry import MODELS  # noqa: E402
-import framework  # noqa: E402,F401  (fills the registries)
+import framework  # noqa: F401  (fills the registries)
+from framework.registry import MODELS
 
 MODELS_IN_TABLE = {
     "UNet (Quickstart, from scratch)": {"type": "UNet", "base_channels": 16, "depth": 3},
@@ -49,11 +50,12 @@ MODELS_IN_TABLE = {
 UNET_CONFIG = REPO / "configs/segmentation/unet_shapes.yaml"
 ENCODER_CONFIG = REPO / "configs/segmentation/encoder_unet_resnet34_shapes.yaml"
 SAME_RECIPE = ["optim.lr=3.0e-3", "optim.param_groups=null", "hooks=[]", "channels_last=true",
-               "task.model.encoder=resnet18", "task.model.encoder_weights=null"]
+               "task.model.encoder=resnet18", "task.model.encoder_weights=null",
+               "+task.model.decoder_channels=[128, 64, 32, 16, 16]"]  # half the default widths: 64x64 images
 
 
 def load() -> str:
-    return "load %.1f" % os.getloadavg()[0]
+    return f"load {os.getloadavg()[0]:.1f}"
 
 
 def flops_512(model: torch.nn.Module) -> int:
@@ -93,7 +95,7 @@ def table() -> None:
 def train(config: Path, work_dir: str, overrides: list[str]) -> tuple[str, float]:
     command = [sys.executable, str(REPO / "tools/train.py"), "--config", str(config), "--work-dir", work_dir,
                "device=cpu", "train.progress_bar=false", *overrides]
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": str(torch.get_num_threads())}
     start = time.perf_counter()
     out = subprocess.run(command, env=env, capture_output=True, text=True, check=True).stdout
     return out, time.perf_counter() - start
@@ -109,7 +111,7 @@ def seconds_per_iter(config: Path, overrides: list[str]) -> float:
 
 def race(seconds: float) -> None:
     for name, config, overrides in (("UNet (from scratch)", UNET_CONFIG, []),
-                                    ("EncoderUNet-resnet18 (random init)", ENCODER_CONFIG, SAME_RECIPE)):
+                                    ("EncoderUNet-resnet18 (random init, decoder 128..16)", ENCODER_CONFIG, SAME_RECIPE)):
         per_iter = seconds_per_iter(config, overrides)
         iters = max(int(seconds / per_iter), 60)
         with tempfile.TemporaryDirectory() as work_dir:
@@ -125,7 +127,10 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=90.0, help="training wall time of each race entry")
     parser.add_argument("--skip-table", action="store_true")
     parser.add_argument("--skip-race", action="store_true")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch threads everywhere (1: a shared machine's other jobs oversubscribe more)")
     args = parser.parse_args()
+    torch.set_num_threads(args.threads)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {os.cpu_count()} CPUs, {load()}")
     if not args.skip_table:
         table()

@@ -5,4 +5,4 @@ from framework.models.decoders.deeplabv3plus import DeepLabV3Plus
 from framework.models.decoders.fpn import FPN
 from framework.models.decoders.unet import EncoderUNet
 
-__all__ = ["EncoderDecoder", "EncoderUNet", "FPN", "DeepLabV3Plus"]
+__all__ = ["FPN", "DeepLabV3Plus", "EncoderDecoder", "EncoderUNet"]
