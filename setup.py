@@ -2,7 +2,7 @@ from setuptools import find_packages, setup
 
 setup(
     name="segan-framework",
-    version="0.1.0",
+    version="0.2.0",
     description="A config-driven PyTorch training framework for semantic segmentation and GANs",
     packages=find_packages(include=["framework", "framework.*"]),
     python_requires=">=3.10",
@@ -17,6 +17,7 @@ setup(
         "numpy>=1.24",
         "torchmetrics>=1.3",
         "safetensors>=0.4",
+        "tqdm>=4.60",
     ],
-    extras_require={"dev": ["pytest>=7.4", "torchmetrics>=1.3"]},
+    extras_require={"dev": ["pytest>=7.4", "torchmetrics>=1.3", "ruff>=0.6"]},
 )

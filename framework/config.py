@@ -22,11 +22,11 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from omegaconf import DictConfig, ListConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from framework.errors import ConfigError
-from framework.registry import did_you_mean
+from framework.registry import did_you_mean, to_plain  # noqa: F401 (to_plain: part of this module's API)
 
 REQUIRED = "???"  # OmegaConf's marker for a mandatory value
 
@@ -72,6 +72,8 @@ DEFAULTS: dict[str, Any] = {
         "vis_images": 4,  # images written to TensorBoard per evaluation
         "progress_bar": "auto",  # auto: only when attached to a terminal
         "accumulate": 1,  # micro-batches per optimizer step (gradient accumulation)
+        "nan_policy": "raise",  # a non-finite loss: raise (stop, keep what was saved) or skip (the step)
+        "nan_max_skips": 10,  # skip: consecutive skipped iterations allowed before it raises
     },
 }
 
@@ -227,6 +229,11 @@ def _validate_keys(cfg: dict, source: str) -> None:
     train = cfg["train"]
     if train.get("max_iters") is None and train.get("max_epochs") is None:
         raise ConfigError(f"{source}: set train.max_iters (or train.max_epochs)")
+    accumulate = train.get("accumulate", 1)
+    if not isinstance(accumulate, int) or isinstance(accumulate, bool) or accumulate < 1:
+        raise ConfigError(f"train.accumulate: must be a positive integer, got {accumulate!r}")
+    if train.get("nan_policy", "raise") not in ("raise", "skip"):
+        raise ConfigError(f"train.nan_policy: must be raise or skip, got {train['nan_policy']!r}")
 
 
 def load_config(path: str | os.PathLike, overrides: list[str] | tuple[str, ...] = ()) -> DictConfig:
@@ -252,13 +259,6 @@ def _deep_copy(value: Any) -> Any:
     if isinstance(value, list):
         return [_deep_copy(v) for v in value]
     return value
-
-
-def to_plain(cfg: DictConfig | ListConfig | Any) -> Any:
-    """A resolved plain dict/list of a config node."""
-    if isinstance(cfg, (DictConfig, ListConfig)):
-        return OmegaConf.to_container(cfg, resolve=True)
-    return cfg
 
 
 def save_config(cfg: DictConfig, path: str | os.PathLike) -> None:
