@@ -64,7 +64,7 @@ class AugmentedDataset(Dataset):
     def _image_tensor(self, image) -> torch.Tensor:
         if isinstance(image, np.ndarray):  # HxWxC -> CxHxW; a ToTensorV2 already did this
             image = torch.from_numpy(np.ascontiguousarray(image.transpose(2, 0, 1)))
-        if image.dtype != torch.uint8:
+        if image.dtype != torch.uint8 and not (getattr(self, "channels", None) and image.dtype == torch.float32):
             raise ConfigError(
                 f"the pipeline of {type(self).__name__} turned the image into {image.dtype}; keep it uint8 "
                 "(no Normalize/ToFloat): the task normalises images on the device"
@@ -74,6 +74,8 @@ class AugmentedDataset(Dataset):
 
 class SegmentationDataset(AugmentedDataset):
     """Images with per-pixel class masks. Subclasses implement `__len__` and `load_sample`."""
+
+    channels: int | None = None  # None: uint8 RGB; N: N channels, uint8 or float32 (framework/data/channels.py)
 
     def __init__(
         self,
@@ -117,8 +119,9 @@ class SegmentationDataset(AugmentedDataset):
         }
 
     def _check_sample(self, index: int, name: str, image: np.ndarray, mask: np.ndarray) -> None:
-        if image.ndim != 3 or image.shape[2] != 3 or image.dtype != np.uint8:
-            raise DataError(f"{name}: expected an HxWx3 uint8 image, got {image.dtype} {image.shape}")
+        channels, dtypes = (3, (np.uint8,)) if self.channels is None else (self.channels, (np.uint8, np.float32))
+        if image.ndim != 3 or image.shape[2] != channels or image.dtype not in dtypes:
+            raise DataError(f"{name}: expected an HxWx{channels} uint8 image, got {image.dtype} {image.shape}")
         if mask.dtype.kind not in "iu":
             raise DataError(f"{self.mask_path(index)}: mask holds {mask.dtype} values, not integer class indices")
         if mask.shape != image.shape[:2]:

@@ -16,6 +16,8 @@ import numpy as np
 from PIL import Image, UnidentifiedImageError
 
 from framework.data.base import SegmentationDataset
+from framework.data.channels import SUFFIXES as ANY_CHANNEL_SUFFIXES
+from framework.data.channels import read_channels_image
 from framework.errors import DataError
 from framework.registry import DATASETS
 
@@ -115,7 +117,9 @@ class _FolderDataset(SegmentationDataset):
         return os.path.join(self.mask_dir, str(self.mask_files[index]))
 
     def load_sample(self, index: int) -> tuple[np.ndarray, np.ndarray, str]:
-        return read_rgb_image(self.image_path(index)), read_index_mask(self.mask_path(index)), str(self.names[index])
+        path = self.image_path(index)
+        image = read_rgb_image(path) if self.channels is None else read_channels_image(path, self.channels)
+        return image, read_index_mask(self.mask_path(index)), str(self.names[index])
 
 
 @DATASETS.register()
@@ -148,7 +152,8 @@ class ImageMaskFolder(_FolderDataset):
     """root/<img_dir>/<name>.<jpg|png|...> paired with root/<mask_dir>/<name><mask_suffix>.
 
     Without `split_file` every image is a sample; with it (a path relative to root, or
-    absolute), only the names it lists, one per line.
+    absolute), only the names it lists, one per line. `channels: N` reads N-channel images
+    (16-bit PNG, multi-page TIFF, .npy; framework/data/channels.py) instead of RGB ones.
     """
 
     def __init__(
@@ -163,15 +168,20 @@ class ImageMaskFolder(_FolderDataset):
         pipeline: Sequence = (),
         ignore_index: int = 255,
         palette: Sequence[Sequence[int]] | None = None,
+        channels: int | None = None,
     ):
         super().__init__(pipeline=pipeline, classes=classes, ignore_index=ignore_index, palette=palette)
+        if channels is not None and (isinstance(channels, bool) or not isinstance(channels, int) or channels < 1):
+            raise ValueError(f"channels must be a positive integer (or null for RGB), got {channels!r}")
+        self.channels = channels
         root = require_dir(os.path.expanduser(str(root)))
         self.image_dir = require_dir(os.path.join(root, img_dir))
         self.mask_dir = require_dir(os.path.join(root, mask_dir))
-        images = files_by_stem(self.image_dir, IMAGE_SUFFIXES if img_suffix is None else [img_suffix])
+        suffixes = IMAGE_SUFFIXES if channels is None else ANY_CHANNEL_SUFFIXES
+        images = files_by_stem(self.image_dir, suffixes if img_suffix is None else [img_suffix])
         masks = files_by_stem(self.mask_dir, [mask_suffix])
         if not images:
-            raise DataError(f"{self.image_dir}: no images (looked for {img_suffix or ', '.join(IMAGE_SUFFIXES)})")
+            raise DataError(f"{self.image_dir}: no images (looked for {img_suffix or ', '.join(suffixes)})")
         if split_file is None:
             names = sorted(images)
             require_all(sorted(masks), images, "image", self.image_dir)

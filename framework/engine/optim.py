@@ -34,7 +34,7 @@ for _name, _cls in vars(torch.optim).items():
         OPTIMIZERS.add(_cls, _name)
 
 # Keys of an optimizer entry that are ours, not the torch optimizer's.
-ENTRY_KEYS = ("params", "scheduler", "clip_grad")
+ENTRY_KEYS = ("params", "param_groups", "scheduler", "clip_grad")
 
 
 class Optimizers:
@@ -220,6 +220,7 @@ def _select_params(task: nn.Module, selector, path: str) -> list[nn.Parameter]:
 def build_optimizers(cfg: Mapping, task: nn.Module, max_iters: int, scaler: torch.amp.GradScaler | None = None,
                      skip_nonfinite: bool = False, max_skips: int = 10) -> Optimizers:
     """Build from the config's `optim` (one) or `optimizers` (by name) section."""
+    from framework.engine.param_groups import split_param_groups
     from framework.engine.schedulers import build_scheduler
 
     if cfg.get("optimizers"):
@@ -246,7 +247,8 @@ def build_optimizers(cfg: Mapping, task: nn.Module, max_iters: int, scaler: torc
                     f"optimized by '{owner[id(p)]}'; each parameter must have one optimizer"
                 )
             owner[id(p)] = name
-        optimizers[name] = OPTIMIZERS.build(node, path=path, params=params)
+        groups = split_param_groups(task, params, node, entry.get("param_groups"), path, _select_params)
+        optimizers[name] = OPTIMIZERS.build(node, path=path, params=groups)
         if entry.get("clip_grad"):
             clips[name] = dict(entry["clip_grad"])
         if entry.get("scheduler"):

@@ -13,6 +13,7 @@ Two ways to load weights, with the same options:
           rename: {"^": "net.backbone."}        # regex -> replacement, applied in order
           strict: false                         # true: any missing/unexpected/reshaped key is an error
           min_loaded_ratio: 0.5                 # error when less of the network than this was loaded
+          adapt_in_channels: zeros              # or mean: a stem of other input channels is adapted, not skipped
         frozen: [net.backbone.conv1, net.backbone.bn1, net.backbone.layer1]   # or true: all of it
         norm_eval: true                         # every BatchNorm of the network stays in eval mode
 
@@ -43,13 +44,15 @@ from torch import nn
 
 from framework.engine.checkpoint import atomic_write_bytes, read_weights_file
 from framework.engine.network_settings import configured_networks
+from framework.engine.stem_adapt import adapt_stems
 from framework.errors import CheckpointError, ConfigError
+from framework.models.encoders.stem import ADAPT_METHODS
 from framework.registry import did_you_mean
 
 logger = logging.getLogger("framework")
 
 WRAPPER_COMPONENTS = ("module", "_orig_mod")  # added to names by DDP and torch.compile
-LOAD_KEYS = ("checkpoint", "prefix", "rename", "strict", "min_loaded_ratio")
+LOAD_KEYS = ("checkpoint", "prefix", "rename", "strict", "min_loaded_ratio", "adapt_in_channels")
 REPORT_FILE = "load_report.json"
 LISTED_IN_ERRORS = 10
 
@@ -63,6 +66,7 @@ class LoadSpec:
     rename: dict[str, str] = field(default_factory=dict)
     strict: bool = False
     min_loaded_ratio: float = 0.0
+    adapt_in_channels: str | None = None  # zeros | mean: adapt stems (framework/engine/stem_adapt.py)
 
     @classmethod
     def from_config(cls, value, path: str) -> LoadSpec:
@@ -90,8 +94,12 @@ class LoadSpec:
         strict = value.get("strict", False)
         if not isinstance(strict, bool):  # bool("false") would be True
             raise ConfigError(f"{path}.strict: expected true or false, got {strict!r}")
+        adapt = value.get("adapt_in_channels")
+        if adapt is not None and adapt not in ADAPT_METHODS:
+            raise ConfigError(f"{path}.adapt_in_channels: expected {' or '.join(ADAPT_METHODS)} (or null), got {adapt!r}")
         return cls(checkpoint=str(value["checkpoint"]), prefix=str(value.get("prefix") or ""),
-                   rename={str(k): str(v) for k, v in rename.items()}, strict=strict, min_loaded_ratio=float(ratio))
+                   rename={str(k): str(v) for k, v in rename.items()}, strict=strict, min_loaded_ratio=float(ratio),
+                   adapt_in_channels=adapt)
 
 
 @dataclass
@@ -109,9 +117,10 @@ class LoadReport:
     module_counters: int = 0  # BatchNorm num_batches_tracked of the module: not counted as loaded weights
 
     def counts(self) -> dict[str, int]:
+        adapted = sum(1 for e in self.loaded if e.get("adapted"))
         return {"loaded": len(self.loaded), "missing": len(self.missing), "unexpected": len(self.unexpected),
                 "shape_mismatched": len(self.shape_mismatched), "outside_prefix": self.outside_prefix,
-                "module_tensors": self.module_tensors}
+                "module_tensors": self.module_tensors, **({"adapted": adapted} if adapted else {})}
 
     @property
     def loaded_learned(self) -> int:
@@ -134,7 +143,9 @@ class LoadReport:
                 ("unexpected", len(self.unexpected), _examples(self.unexpected, lambda e: f"{e['source']} {e['shape']}")),
                 ("shape mismatch", len(self.shape_mismatched), _examples(
                     self.shape_mismatched, lambda e: f"{e['key']} {e['checkpoint_shape']} vs {e['model_shape']}")),
-                ("outside prefix", self.outside_prefix, f"prefix '{self.spec.prefix}'" if self.spec.prefix else "")]
+                ("outside prefix", self.outside_prefix, f"prefix '{self.spec.prefix}'" if self.spec.prefix else ""),
+                ("adapted", self.counts().get("adapted", 0), _examples([e for e in self.loaded if e.get("adapted")], lambda e: (
+                    f"{e['key']} {e['checkpoint_shape']} -> {e['model_shape']} ({e['adapted']})")))]
         lines = [f"{self.target} <- {self.spec.checkpoint}"]
         lines += [f"  {name:<15}{count:>6}  {detail}".rstrip() for name, count, detail in rows]
         return "\n".join(lines)
@@ -235,7 +246,10 @@ def match_weights(weights: Mapping[str, torch.Tensor], own: Mapping[str, torch.T
 def load_into(module: nn.Module, spec: LoadSpec, target: str) -> LoadReport:
     """Load what matches of `spec.checkpoint` into `module`; errors per `strict`/`min_loaded_ratio`."""
     own = module.state_dict()
-    selected, report = match_weights(weights_in_file(spec.checkpoint), own, spec, target)
+    weights = weights_in_file(spec.checkpoint)
+    selected, report = match_weights(weights, own, spec, target)
+    if spec.adapt_in_channels:
+        adapt_stems(weights, own, selected, report, spec.adapt_in_channels)
     where = f"{target} <- {spec.checkpoint}"
     if spec.strict and report.problems():
         raise CheckpointError(f"{where} (strict): {report.problems()}")
@@ -253,7 +267,13 @@ def load_into(module: nn.Module, spec: LoadSpec, target: str) -> LoadReport:
 
 def load_pretrained(task: nn.Module, load_from, work_dir: str | None, write_report: bool = True) -> list[LoadReport]:
     """Every network's `init`, then `load_from` into the whole task; tables logged, report written."""
+    from framework.engine import encoder_weights  # it builds on this module
+
     reports = []
+    for name, network in encoder_weights.networks_with_encoder_weights(task):  # the model's own start
+        where = f"task.{name}".rstrip(".")
+        reports.append(load_into(network, encoder_weights.encoder_load_spec(network, where), f"{where} (encoder_weights)"))
+        logger.info(encoder_weights.encoder_summary(reports[-1], network))
     for name, network, settings in configured_networks(task):
         if settings.get("init") is not None:
             spec = LoadSpec.from_config(settings["init"], f"{settings['path']}.init")

@@ -11,9 +11,17 @@ from framework.visualization.palette import colorize, default_palette
 from framework.visualization.panels import side_by_side, stack_rows, write_named_pngs
 
 
+def displayable(image: torch.Tensor) -> torch.Tensor:
+    """N x C x H x W images on the 0..255 scale as uint8 RGB: the first three channels, or the
+    first one as grey when there are fewer (N-channel data, framework/data/channels.py)."""
+    image = image[:, :3] if image.shape[1] >= 3 else image[:, :1].expand(-1, 3, -1, -1)
+    return image if image.dtype == torch.uint8 else image.clamp(0, 255).to(torch.uint8)
+
+
 @TASKS.register()
 class SegmentationTask(Task):
     """Images arrive as uint8 RGB (N x 3 x H x W) and are normalised here, on the device.
+    N-channel data (uint8 or float32 on the 0..255 scale) takes one mean and std per channel.
 
     `mean`/`std` are on the 0..1 scale (ImageNet's by default). A model with one output
     channel is a binary segmenter: prediction = logit > 0, so metrics see 2 classes.
@@ -71,4 +79,4 @@ class SegmentationTask(Task):
     def _panels(self, batch: dict, outputs: dict) -> torch.Tensor:
         truth = colorize(outputs["target"], self.palette, self.ignore_index)
         pred = colorize(outputs["pred"], self.palette, None)
-        return side_by_side(batch["image"], truth, pred)
+        return side_by_side(displayable(batch["image"]), truth, pred)

@@ -1,0 +1,97 @@
+"""`encoder_weights` of encoder-decoder models: which file, and how its names map.
+
+    encoder_weights: torchvision     # the file torchvision would download, from the local hub cache
+    encoder_weights: resnet34.pth    # a local .pth / .safetensors (torchvision or timm layout)
+
+`torchvision` resolves the encoder's torchvision weights enum (its DEFAULT entry) to the file
+name torchvision downloads and looks for it in `$TORCH_HOME/hub/checkpoints` (torch.hub's
+cache); nothing is downloaded: a missing file is an error naming the file and the folder.
+
+A file's keys may carry any prefix (`backbone.`, `encoder.`, `module.model.backbone.`, ...):
+the prefix under which most keys are encoder names is used, the rest is reported as outside
+the prefix. The load itself is framework/engine/pretrained.py's `load_into` on the whole
+network (so the report lists the decoder and head as missing: new), with the model's
+`adapt_in_channels` (framework/engine/stem_adapt.py) for a stem of another channel count.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections import Counter
+from pathlib import Path
+from urllib.parse import urlparse
+
+import torch
+from torch import nn
+
+from framework.engine.pretrained import LoadSpec, _without_wrappers, weights_in_file
+from framework.errors import CheckpointError, ConfigError
+
+logger = logging.getLogger("framework")
+
+
+def networks_with_encoder_weights(task: nn.Module) -> list[tuple[str, nn.Module]]:
+    """(name in the task, network) of every encoder-decoder model asking for encoder weights."""
+    return [(name, module) for name, module in task.named_modules()
+            if getattr(module, "encoder_weights", None) and hasattr(module, "encoder")]
+
+
+def torchvision_weights_file(model_name: str, where: str) -> str:
+    """The hub-cache file torchvision would download for `model_name`'s DEFAULT weights."""
+    import torchvision
+
+    try:
+        weights = torchvision.models.get_model_weights(model_name).DEFAULT
+    except ValueError as err:
+        raise ConfigError(f"{where}: torchvision has no weights for '{model_name}' ({err})") from err
+    file_name = os.path.basename(urlparse(weights.url).path)
+    folder = Path(torch.hub.get_dir()) / "checkpoints"
+    if not (folder / file_name).is_file():
+        raise CheckpointError(f"{where}: torchvision weights {weights} need the file {file_name} in {folder} "
+                              f"(nothing is downloaded at run time; fetch {weights.url} there, or set TORCH_HOME)")
+    return str(folder / file_name)
+
+
+def encoder_prefix(file_keys, encoder_keys: set[str], where: str) -> str:
+    """The key prefix of the file under which most keys are the encoder's (torchvision) names."""
+    prefixes: Counter[str] = Counter()
+    for key in file_keys:
+        parts = _without_wrappers(key).split(".")
+        for start in range(len(parts)):
+            if ".".join(parts[start:]) in encoder_keys:
+                prefixes[".".join(parts[:start]) + "." if start else ""] += 1
+                break
+    if not prefixes:
+        example = ", ".join(list(encoder_keys)[:3])
+        raise CheckpointError(f"{where}: no tensor name of the file ends with one of the encoder's "
+                              f"(such as {example}); is it weights for this encoder?")
+    return prefixes.most_common(1)[0][0]
+
+
+def encoder_load_spec(network: nn.Module, path_in_task: str) -> LoadSpec:
+    """The LoadSpec loading `network.encoder_weights` into `network.encoder`."""
+    where = f"{path_in_task}.encoder_weights"
+    encoder = network.encoder
+    source = network.encoder_weights
+    if source == "torchvision":
+        if not encoder.torchvision_name:
+            raise ConfigError(f"{where}: torchvision: the encoder {type(encoder).__name__} is not a torchvision model")
+        source = torchvision_weights_file(encoder.torchvision_name, where)
+    elif not os.path.isfile(source):
+        raise CheckpointError(f"{where}: file not found: {source}")
+    inside = encoder.weights_prefix
+    own = {k[len(inside):] for k in encoder.state_dict() if k.startswith(inside)}
+    prefix = encoder_prefix(weights_in_file(source), own, where)
+    return LoadSpec(checkpoint=source, prefix=prefix, rename={"^": f"encoder.{inside}"},
+                    adapt_in_channels=network.adapt_in_channels)
+
+
+def encoder_summary(report, network: nn.Module) -> str:
+    """One line: how much of the encoder the load covered, and how many tensors start new."""
+    encoder_keys = [k for k in network.state_dict() if k.startswith("encoder.")]
+    loaded = sum(e["key"].startswith("encoder.") for e in report.loaded)
+    adapted = [e["key"] for e in report.loaded if e.get("adapted")]
+    return (f"{report.target}: encoder {loaded}/{len(encoder_keys)} tensors loaded "
+            f"({loaded / max(len(encoder_keys), 1):.0%})" + (f", {', '.join(adapted)} adapted" if adapted else "")
+            + f"; decoder and head new ({report.module_tensors - len(encoder_keys)} tensors)")

@@ -1,0 +1,8 @@
+"""Segmenters made of an encoder (framework/models/encoders) and a decoder; registered in MODELS."""
+
+from framework.models.decoders.base import EncoderDecoder
+from framework.models.decoders.deeplabv3plus import DeepLabV3Plus
+from framework.models.decoders.fpn import FPN
+from framework.models.decoders.unet import EncoderUNet
+
+__all__ = ["FPN", "DeepLabV3Plus", "EncoderDecoder", "EncoderUNet"]

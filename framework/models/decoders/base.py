@@ -1,0 +1,62 @@
+"""What every encoder-decoder segmenter shares: the encoder, padding, the head's upsampling.
+
+    {type: EncoderUNet | FPN | DeepLabV3Plus, encoder: resnet34, encoder_weights: PATH | torchvision | null,
+     in_channels: 3, num_classes: N, adapt_in_channels: zeros | mean, ...}
+
+Any input size works: the input is padded (right and bottom, with zeros, i.e. the mean colour
+after normalisation) to a multiple of the encoder's output stride and the logits cropped back,
+so the output is N x num_classes x H x W for any H x W.
+
+`encoder_weights` is only recorded here; the weights are loaded by the engine when training
+starts (framework/engine/encoder_weights.py), through the partial-loading path that writes
+`load_report.json`, so a model built for evaluation never needs the file.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from framework.models.encoders import Encoder, build_encoder
+from framework.models.encoders.stem import ADAPT_METHODS
+
+
+class EncoderDecoder(nn.Module):
+    """Subclasses build `self.decoder` (features -> a map) and `self.head` (map -> logits)."""
+
+    def __init__(self, encoder: str | Encoder, num_classes: int, in_channels: int = 3,
+                 encoder_weights: str | None = None, adapt_in_channels: str = "zeros", output_stride: int = 32):
+        super().__init__()
+        if adapt_in_channels not in ADAPT_METHODS:
+            raise ValueError(f"adapt_in_channels must be one of {', '.join(ADAPT_METHODS)}, got {adapt_in_channels!r}")
+        if encoder_weights is not None and not isinstance(encoder_weights, str):
+            raise ValueError(f"encoder_weights must be a file path, 'torchvision' or null, got {encoder_weights!r}")
+        if isinstance(encoder, Encoder):  # a built encoder (shared, or a custom one)
+            if encoder.in_channels != in_channels:
+                raise ValueError(f"the encoder takes {encoder.in_channels} channels, in_channels is {in_channels}")
+            self.encoder = encoder
+        else:
+            self.encoder = build_encoder(encoder, in_channels, output_stride)
+        self.num_classes = num_classes
+        self.encoder_weights = encoder_weights
+        self.adapt_in_channels = adapt_in_channels
+        self.size_multiple = self.encoder.strides[-1]
+
+    def decode(self, features: list[torch.Tensor]) -> torch.Tensor:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        height, width = x.shape[-2:]
+        pad_h, pad_w = -height % self.size_multiple, -width % self.size_multiple
+        if pad_h or pad_w:
+            x = F.pad(x, (0, pad_w, 0, pad_h))
+        logits = self.head(self.decode(self.encoder(x)))
+        if logits.shape[-2:] != x.shape[-2:]:
+            logits = F.interpolate(logits, size=x.shape[-2:], mode="bilinear", align_corners=False)
+        return logits[..., :height, :width]
+
+
+def first_at_stride(encoder: Encoder, stride: int) -> int:
+    """Index of the first feature map whose stride is at least `stride`."""
+    return next(i for i, s in enumerate(encoder.strides) if s >= stride)

@@ -1,0 +1,47 @@
+"""The encoder contract and the `ENCODERS` registry.
+
+An encoder maps an N x in_channels x H x W batch to a list of feature maps, shallow to deep,
+and says what they are: `channels[i]` and `strides[i]` (H / height of map i). Decoders
+(framework/models/decoders/) are written against these three attributes only, so any
+encoder works with any decoder. Add one with a decorator on a factory:
+
+    from framework.models.encoders import ENCODERS, Encoder
+
+    @ENCODERS.register()                       # `encoder: my_net` in a config
+    def my_net(in_channels: int = 3, output_stride: int = 32) -> Encoder:
+        ...
+
+`weights_prefix` is where a weights file's keys start inside the encoder (`body.` for
+torchvision models, whose file layout is kept), and `torchvision_name` (or None) names the
+torchvision model whose weights enum `encoder_weights: torchvision` resolves.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from framework.registry import Registry
+
+ENCODERS = Registry("encoders")
+
+
+class Encoder(nn.Module):
+    channels: list[int]
+    strides: list[int]
+    in_channels: int = 3
+    weights_prefix: str = ""
+    torchvision_name: str | None = None
+
+    def forward(self, x: torch.Tensor) -> list[torch.Tensor]:  # pragma: no cover - interface
+        raise NotImplementedError
+
+
+def build_encoder(name: str, in_channels: int = 3, output_stride: int = 32) -> Encoder:
+    """The registered encoder `name`; a ValueError (a config error at the node) when unknown."""
+    if name not in ENCODERS:
+        from framework.registry import did_you_mean
+
+        raise ValueError(f"unknown encoder {name!r}{did_you_mean(name, ENCODERS.names())} "
+                         f"(registered: {', '.join(ENCODERS.names())})")
+    return ENCODERS.get(name)(in_channels=in_channels, output_stride=output_stride)
