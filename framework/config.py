@@ -23,14 +23,28 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from omegaconf import DictConfig, ListConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from framework.config_rules import (REQUIRED, any_of, boolean, each, integer, list_of, mapping, node, number,
-                                    one_of, optional, section, string, strings)
+from framework.config_rules import (
+    REQUIRED,
+    any_of,
+    boolean,
+    each,
+    integer,
+    list_of,
+    mapping,
+    node,
+    number,
+    one_of,
+    optional,
+    section,
+    string,
+    strings,
+)
 from framework.custom_imports import import_custom_modules, locate  # noqa: F401  (part of this module's API)
 from framework.errors import ConfigError
-from framework.registry import did_you_mean
+from framework.registry import did_you_mean, to_plain  # noqa: F401 (to_plain: part of this module's API)
 
 # Every top-level key a config may have, with its default. Sections given as dicts are
 # validated one level deeper as well (unknown `train.*` keys are errors too).
@@ -74,6 +88,8 @@ DEFAULTS: dict[str, Any] = {
         "vis_images": 4,  # images written to TensorBoard per evaluation
         "progress_bar": "auto",  # auto: only when attached to a terminal
         "accumulate": 1,  # micro-batches per optimizer step (gradient accumulation)
+        "nan_policy": "raise",  # a non-finite loss: raise (stop, keep what was saved) or skip (the step)
+        "nan_max_skips": 10,  # skip: consecutive skipped iterations allowed before it raises
     },
 }
 
@@ -104,7 +120,8 @@ SCHEMA = section({
         "log_interval": integer(0), "val_interval": integer(0), "val_at_start": boolean,  # interval 0: never
         "ckpt_interval": integer(0), "keep_last": integer(0),  # keep_last 0: keep all
         "best_metric": optional(string), "best_mode": one_of("max", "min"), "vis_images": integer(0),
-        "progress_bar": one_of(True, False, "auto"), "accumulate": integer(1)}),
+        "progress_bar": one_of(True, False, "auto"), "accumulate": integer(1),
+        "nan_policy": one_of("raise", "skip"), "nan_max_skips": integer(0)}),
 }, required=("task", "data"))
 
 
@@ -282,13 +299,6 @@ def load_config(path: str | os.PathLike, overrides: list[str] | tuple[str, ...] 
         raise ConfigError(f"{path}: {first}") from err
     cfg = OmegaConf.create(check_config(OmegaConf.to_container(cfg), str(path)))
     cfg._set_flag("allow_objects", False)
-    return cfg
-
-
-def to_plain(cfg: DictConfig | ListConfig | Any) -> Any:
-    """A resolved plain dict/list of a config node."""
-    if isinstance(cfg, (DictConfig, ListConfig)):
-        return OmegaConf.to_container(cfg, resolve=True)
     return cfg
 
 

@@ -9,8 +9,8 @@ what the rule accepts; it is what an error line shows next to the value it got.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from typing import Any, Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from framework.registry import did_you_mean
 

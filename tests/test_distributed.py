@@ -11,7 +11,7 @@ import time
 import pytest
 import torch
 
-from support import REPO, free_port, named, run_torchrun, run_tool, torchrun_command
+from support import REPO, free_port, named, run_tool, run_torchrun, torchrun_command
 
 CONFIG = REPO / "configs/segmentation/unet_shapes.yaml"
 # A UNet without BatchNorm (statistics would differ by batch split), SGD, 5 iterations.

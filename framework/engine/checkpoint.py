@@ -74,13 +74,13 @@ def remove_stale_temp_files(folder: str | os.PathLike) -> list[Path]:
     removed = []
     for path in folder.iterdir():
         match = _TEMP_NAME.match(path.name)
-        if match and not _process_alive(int(match.group(1))):
+        if match and not process_alive(int(match.group(1))):
             path.unlink(missing_ok=True)
             removed.append(path)
     return removed
 
 
-def _process_alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
     if pid == os.getpid():
         return True
     try:

@@ -34,7 +34,6 @@ from __future__ import annotations
 import json
 import logging
 import re
-import types
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,6 +42,7 @@ import torch
 from torch import nn
 
 from framework.engine.checkpoint import atomic_write_bytes, read_weights_file
+from framework.engine.network_settings import configured_networks
 from framework.errors import CheckpointError, ConfigError
 from framework.registry import did_you_mean
 
@@ -65,7 +65,7 @@ class LoadSpec:
     min_loaded_ratio: float = 0.0
 
     @classmethod
-    def from_config(cls, value, path: str) -> "LoadSpec":
+    def from_config(cls, value, path: str) -> LoadSpec:
         if isinstance(value, (str, Path)):
             value = {"checkpoint": str(value)}
         if not isinstance(value, Mapping):
@@ -249,53 +249,6 @@ def load_into(module: nn.Module, spec: LoadSpec, target: str) -> LoadReport:
                               f"counters ({report.loaded_ratio:.0%}), below min_loaded_ratio {spec.min_loaded_ratio:g}")
     module.load_state_dict(selected, strict=False)
     return report
-
-
-# ----------------------------------------------------------------------------- network settings
-
-
-def configured_networks(task: nn.Module) -> list[tuple[str, nn.Module, dict]]:
-    """(name in the task, network, settings) of every network whose node had init/frozen/norm_eval."""
-    return [(name, module, module.network_settings) for name, module in task.named_modules()
-            if getattr(module, "network_settings", None)]
-
-
-def freeze_and_keep_eval(network: nn.Module, settings: dict) -> None:
-    """Apply `frozen` and `norm_eval`: no gradients for frozen submodules, and frozen submodules
-    and (with norm_eval) every BatchNorm kept in eval mode whenever the network is trained."""
-    path = settings["path"]
-    frozen = settings.get("frozen") or []
-    if frozen is True:
-        frozen = [""]
-    elif isinstance(frozen, str) or not isinstance(frozen, list):
-        raise ConfigError(f"{path}.frozen: expected a list of submodule names (or true), got {frozen!r}")
-    names = dict(network.named_modules())
-    for name in frozen:
-        if name not in names:
-            hint = did_you_mean(str(name), [n for n in names if n])
-            raise ConfigError(f"{path}.frozen: the network has no submodule '{name}'{hint}")
-        for p in names[name].parameters():
-            p.requires_grad_(False)
-    norm_eval = settings.get("norm_eval", False)
-    if not isinstance(norm_eval, bool):
-        raise ConfigError(f"{path}.norm_eval: expected true or false, got {norm_eval!r}")
-    if frozen or norm_eval:
-        network._kept_in_eval = (list(frozen), norm_eval)
-        # Bound to the network (not a closure over it), so deep copies (EMA) keep their own.
-        network.train = types.MethodType(_train_keeping_eval, network)
-        network.train(network.training)
-
-
-def _train_keeping_eval(network: nn.Module, mode: bool = True) -> nn.Module:
-    type(network).train(network, mode)
-    frozen, norm_eval = network._kept_in_eval
-    # Looked up by name at every call, so BatchNorms converted to SyncBatchNorm are covered.
-    kept = [network.get_submodule(name) for name in frozen]
-    if norm_eval:
-        kept += [m for m in network.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
-    for module in kept:
-        type(module).train(module, False)  # not module.eval(): that would call this again
-    return network
 
 
 def load_pretrained(task: nn.Module, load_from, work_dir: str | None, write_report: bool = True) -> list[LoadReport]:

@@ -146,7 +146,7 @@ class TorchvisionInceptionFeatures(nn.Module):
         self.register_buffer("mean", torch.tensor(IMAGENET_MEAN).view(1, 3, 1, 1), persistent=False)
         self.register_buffer("std", torch.tensor(IMAGENET_STD).view(1, 3, 1, 1), persistent=False)
 
-    def train(self, mode: bool = True) -> "TorchvisionInceptionFeatures":
+    def train(self, mode: bool = True) -> TorchvisionInceptionFeatures:
         return super().train(False)  # batch-norm statistics stay the pretrained ones
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
@@ -203,7 +203,7 @@ class FID(Metric):
     def reset(self) -> None:
         self.fid.reset()
 
-    def to(self, device: torch.device | str) -> "FID":
+    def to(self, device: torch.device | str) -> FID:
         self.fid.to(device)
         return self
 

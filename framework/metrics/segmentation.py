@@ -9,6 +9,7 @@ import torch
 from framework.errors import ConfigError
 from framework.metrics.base import Metric
 from framework.registry import METRICS
+from framework.visualization.heatmap import heatmap
 
 
 @METRICS.register()
@@ -84,3 +85,10 @@ class SegmentationMetrics(Metric):
         values.update({f"IoU.{name}": v for name, v in zip(self.class_names, iou.tolist())})
         values.update({f"Acc.{name}": v for name, v in zip(self.class_names, acc.tolist())})
         return values
+
+    def images(self) -> dict[str, torch.Tensor]:
+        """The confusion matrix, each ground-truth row normalised to 1 (row t, column p: the share
+        of class t's pixels predicted as p), as a heatmap: a perfect model is a bright diagonal."""
+        confusion = self.confusion.double()
+        rows = confusion / confusion.sum(dim=1, keepdim=True).clamp(min=1)
+        return {"confusion_matrix": heatmap(rows.float())}
