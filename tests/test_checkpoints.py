@@ -13,7 +13,7 @@ import yaml
 
 import probes
 from framework.engine import checkpoint as ckpt
-from support import REPO, TINY_UNET, fork, run_forked_tool, train_run
+from support import REPO, TINY_UNET, call_tool, fork, run_forked_tool, train_run
 
 CONFIG = REPO / "configs/segmentation/unet_shapes.yaml"
 RUN = [*TINY_UNET, "train.max_iters=6", "train.ckpt_interval=2", "train.val_interval=0", "train.log_interval=2"]
@@ -86,8 +86,8 @@ def test_resume_falls_back_past_a_truncated_latest_checkpoint(copy_of_trained):
 
 
 def test_resuming_a_checkpoint_of_another_model_is_one_clear_error(trained, tmp_path):
-    result = run_forked_tool("train", "--config", CONFIG, "--work-dir", tmp_path, *RUN, "task.model.base_channels=16",
-                             "--resume", trained / "checkpoints/iter_4.pth", folder=tmp_path / "out")
+    result = call_tool("train", "--config", CONFIG, "--work-dir", tmp_path, *RUN, "task.model.base_channels=16",
+                       "--resume", trained / "checkpoints/iter_4.pth")
     assert_one_clear_line(result, "iter_4.pth does not fit this config's task/optimizers", "size mismatch")
 
 
@@ -144,14 +144,12 @@ def test_unsafe_pickles_are_refused_and_never_run(tmp_path, malicious_files):
     work_dir = tmp_path / "run"
     for evil in files:
         for how in (["--resume", evil], [f"load_from={evil}"], [f"+task.model.init={evil}"]):
-            result = run_forked_tool("train", "--config", CONFIG, "--work-dir", work_dir, *RUN, *how,
-                                     folder=tmp_path / "out")
+            result = call_tool("train", "--config", CONFIG, "--work-dir", work_dir, *RUN, *how)
             assert_one_clear_line(result, f"refused to load {evil}", "io.open")
     # The latest checkpoint of the work dir replaced by one: refused too, no falling back past it.
     (work_dir / "checkpoints").mkdir(parents=True)
     shutil.copy(files[0], work_dir / "checkpoints/iter_9.pth")
     ckpt.write_latest(work_dir / "checkpoints", "iter_9.pth")
-    result = run_forked_tool("train", "--config", CONFIG, "--work-dir", work_dir, "--resume", *RUN,
-                             folder=tmp_path / "out")
+    result = call_tool("train", "--config", CONFIG, "--work-dir", work_dir, "--resume", *RUN)
     assert_one_clear_line(result, "refused to load", "iter_9.pth")
     assert not marker.exists()
