@@ -217,6 +217,19 @@ def _select_params(task: nn.Module, selector, path: str) -> list[nn.Parameter]:
     return params
 
 
+def _claim_params(task: nn.Module, selector, path: str, name: str, owner: dict[int, str]) -> list[nn.Parameter]:
+    """The parameters optimizer `name` selects, each claimed by one optimizer only."""
+    params = _select_params(task, selector, path)
+    if not params:
+        raise ConfigError(f"{path}.params: selects no trainable parameters")
+    for p in params:
+        if id(p) in owner:
+            raise ConfigError(f"{path}.params: parameters of '{selector}' are already optimized by "
+                              f"'{owner[id(p)]}'; each parameter must have one optimizer")
+        owner[id(p)] = name
+    return params
+
+
 def build_optimizers(cfg: Mapping, task: nn.Module, max_iters: int, scaler: torch.amp.GradScaler | None = None,
                      skip_nonfinite: bool = False, max_skips: int = 10) -> Optimizers:
     """Build from the config's `optim` (one) or `optimizers` (by name) section."""
@@ -237,16 +250,7 @@ def build_optimizers(cfg: Mapping, task: nn.Module, max_iters: int, scaler: torc
         if not isinstance(entry, Mapping):
             raise ConfigError(f"{path}: expected an optimizer node like {{type: Adam, lr: 1.0e-3}}, got {entry!r}")
         node = {k: v for k, v in entry.items() if k not in ENTRY_KEYS}
-        params = _select_params(task, entry.get("params"), path)
-        if not params:
-            raise ConfigError(f"{path}.params: selects no trainable parameters")
-        for p in params:
-            if id(p) in owner:
-                raise ConfigError(
-                    f"{path}.params: parameters of '{entry.get('params')}' are already "
-                    f"optimized by '{owner[id(p)]}'; each parameter must have one optimizer"
-                )
-            owner[id(p)] = name
+        params = _claim_params(task, entry.get("params"), path, name, owner)
         groups = split_param_groups(task, params, node, entry.get("param_groups"), path, _select_params)
         optimizers[name] = OPTIMIZERS.build(node, path=path, params=groups)
         if entry.get("clip_grad"):

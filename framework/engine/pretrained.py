@@ -194,14 +194,8 @@ def _without_wrappers(key: str) -> str:
     return ".".join(p for p in key.split(".") if p not in WRAPPER_COMPONENTS)
 
 
-def match_weights(weights: Mapping[str, torch.Tensor], own: Mapping[str, torch.Tensor], spec: LoadSpec,
-                  target: str) -> tuple[dict[str, torch.Tensor], LoadReport]:
-    """The tensors of `weights` to load into a module whose state dict is `own`, and the report.
-
-    A file key goes through: prefix selection, the rename rules, then matching against the
-    module's keys, exactly or with `module.`/`_orig_mod.` components ignored on both sides.
-    """
-    report = LoadReport(target=target, spec=spec, module_tensors=len(own), module_counters=sum(map(is_counter, own)))
+def _keys_by_plain_name(own: Mapping[str, torch.Tensor]) -> dict[str, str]:
+    """The module's keys by their name without wrapper components (names two keys share left out)."""
     by_plain_name: dict[str, str] = {}
     ambiguous = set()
     for key in own:
@@ -211,7 +205,18 @@ def match_weights(weights: Mapping[str, torch.Tensor], own: Mapping[str, torch.T
         by_plain_name[plain] = key
     for plain in ambiguous:
         del by_plain_name[plain]
+    return by_plain_name
 
+
+def match_weights(weights: Mapping[str, torch.Tensor], own: Mapping[str, torch.Tensor], spec: LoadSpec,
+                  target: str) -> tuple[dict[str, torch.Tensor], LoadReport]:
+    """The tensors of `weights` to load into a module whose state dict is `own`, and the report.
+
+    A file key goes through: prefix selection, the rename rules, then matching against the
+    module's keys, exactly or with `module.`/`_orig_mod.` components ignored on both sides.
+    """
+    report = LoadReport(target=target, spec=spec, module_tensors=len(own), module_counters=sum(map(is_counter, own)))
+    by_plain_name = _keys_by_plain_name(own)
     selected: dict[str, torch.Tensor] = {}
     taken_from: dict[str, str] = {}
     for source, tensor in weights.items():
