@@ -13,6 +13,7 @@ import torch
 import yaml
 from omegaconf import DictConfig, OmegaConf
 
+from framework.analysis.class_weights import resolve_auto_class_weights
 from framework.config import import_custom_modules, save_config, to_plain
 from framework.data.loader import build_dataloader
 from framework.engine import checkpoint as ckpt
@@ -176,6 +177,7 @@ def build_trainer(cfg: DictConfig, work_dir: str, resume: str | bool | None = No
         raise ConfigError(f"train.accumulate: must be a positive integer, got {accumulate!r}")
     max_iters = train["max_iters"] or train["max_epochs"] * (len(train_loader) // accumulate)
     task = build_task(plain, device)
+    resolve_auto_class_weights(task, train_loader.dataset, work_dir, data["train"]["dataset"], device)
     networks = pretrained.configured_networks(task)
     for _, network, settings in networks:
         pretrained.freeze_and_keep_eval(network, settings)  # before the optimizers pick parameters
