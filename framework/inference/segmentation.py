@@ -95,19 +95,20 @@ class SegmentationPredictor:
         height, width = x.shape[-2:]
         windows = [(top, left) for top in tile_starts(height, crop_h, stride_h)
                    for left in tile_starts(width, crop_w, stride_w)]
-        outputs = []
-        for image in x:  # one image at a time: tiles of several images never pile up
-            total = count = None
+        result = count = None
+        for index, image in enumerate(x):  # one image at a time: tiles of several never pile up
             for first in range(0, len(windows), self.settings.tile_batch):
                 chunk = windows[first:first + self.settings.tile_batch]
                 tiles = torch.stack([image[:, t:t + crop_h, l:l + crop_w] for t, l in chunk])
                 logits = self._padded(tiles)
-                if total is None:
-                    total = logits.new_zeros(logits.shape[1], height, width)
+                if result is None:  # the only image-sized buffers: the summed logits and a count
+                    result = logits.new_zeros(x.shape[0], logits.shape[1], height, width)
                     count = logits.new_zeros(1, height, width)
+                if first == 0:
+                    count.zero_()
                 for (top, left), tile in zip(chunk, logits):
                     h, w = tile.shape[-2:]
-                    total[:, top:top + h, left:left + w] += tile
+                    result[index, :, top:top + h, left:left + w] += tile
                     count[:, top:top + h, left:left + w] += 1
-            outputs.append(total / count)
-        return torch.stack(outputs)
+            result[index].div_(count)
+        return result
