@@ -18,5 +18,9 @@ setup(
         "torchmetrics>=1.3",
         "safetensors>=0.4",
     ],
-    extras_require={"dev": ["pytest>=7.4", "torchmetrics>=1.3"]},
+    extras_require={
+        # tools/export.py --format onnx: the exporter's graph format and the runtime it is checked in
+        "export": ["onnx>=1.15", "onnxruntime>=1.17"],
+        "dev": ["pytest>=7.4", "torchmetrics>=1.3", "onnx>=1.15", "onnxruntime>=1.17"],
+    },
 )

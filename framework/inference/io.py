@@ -25,6 +25,7 @@ def load_trained_task(config: str, checkpoint: str | None, overrides=(), device:
     cfg = load_config(config, list(overrides))
     import_custom_modules(cfg)
     plain = to_plain(cfg)
+    torch.manual_seed(plain["seed"])  # without a checkpoint: the same initial weights every time
     task = TASKS.build(plain["task"], path="task")
     if checkpoint is not None:
         state = ckpt.load_checkpoint(checkpoint)  # a training checkpoint, read with weights_only
