@@ -11,6 +11,7 @@ from framework.inference.io import load_trained_task
 from support import REPO, call_tool
 
 onnxruntime = pytest.importorskip("onnxruntime")  # the [export] extra (also in [dev])
+pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit:FutureWarning")  # TorchScript is deprecated, still shipped
 
 DEEPLAB_CONFIG = REPO / "configs/segmentation/deeplabv3_shapes.yaml"  # random weights, nothing downloaded
 ONNX_ATOL, TORCHSCRIPT_ATOL = 1e-4, 1e-5
