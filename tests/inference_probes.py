@@ -41,3 +41,23 @@ def inference_peak_memory(size: int, mode: str, tile_batch: int, out: str) -> No
     logits = predictor.logits(image)
     peak = _status_kb("VmHWM")
     Path(out).write_text(json.dumps({"added": (peak - before) * 1024, "logits": logits.numel() * 4}))
+
+
+def auto_weights_on_rank(rank: int, port: int, work_dir: str, out: str) -> None:
+    """One of two gloo processes resolving `weight: auto`; rank 1's dataset differs on purpose,
+    so equal weights prove they came from rank 0. Writes this rank's weights to `out`."""
+    import torch.distributed as dist
+
+    from framework.analysis.class_weights import resolve_auto_class_weights
+    from framework.data.shapes import SyntheticShapes
+    from framework.losses.segmentation import CrossEntropyLoss
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+    try:
+        loss = CrossEntropyLoss(weight="auto", weight_method="inverse_log")
+        dataset = SyntheticShapes(num_samples=6, size=32, seed=rank)
+        resolve_auto_class_weights(loss, dataset, work_dir if rank == 0 else None, {"seed": rank})
+        Path(out).write_text(json.dumps(loss.weight.tolist()))
+    finally:
+        dist.destroy_process_group()
