@@ -4,7 +4,6 @@ import json
 
 import cv2
 import numpy as np
-import pytest
 from PIL import Image
 
 from framework.data.folder import read_index_mask

@@ -11,7 +11,7 @@ besides the image and its logits, memory holds one batch of tiles, whatever the 
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F

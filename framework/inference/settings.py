@@ -38,7 +38,7 @@ class InferenceSettings:
     size_divisor: int | str = "auto"
 
     @classmethod
-    def from_config(cls, node: dict | None) -> "InferenceSettings":
+    def from_config(cls, node: dict | None) -> InferenceSettings:
         """Checked settings from a config mapping; a wrong key or value is a ValueError naming it."""
         node = dict(node or {})
         known = {f.name for f in fields(cls)}
@@ -47,7 +47,7 @@ class InferenceSettings:
             raise ValueError(f"inference: unknown key(s) {unknown}; known: {sorted(known)}")
         return cls(**node)
 
-    def replace(self, **changes) -> "InferenceSettings":
+    def replace(self, **changes) -> InferenceSettings:
         """A copy with the non-None `changes` applied (command-line options over the config)."""
         node = {f.name: getattr(self, f.name) for f in fields(self)}
         node.update({k: v for k, v in changes.items() if v is not None})
