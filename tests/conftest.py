@@ -21,6 +21,13 @@ TINY_PIX2PIX_RUN = [
     "data.val.dataset.size=32", "data.val.batch_size=4", "task.generator.num_downs=3",
     "task.generator.base_channels=8", "task.discriminator.base_channels=8", "+task.ema_decay=0.9",
 ]
+DCGAN_CONFIG = REPO / "projects/dcgan/configs/dcgan_shapes.yaml"
+TINY_DCGAN_RUN = [
+    "device=cpu", "train.max_iters=2", "train.val_interval=0", "train.ckpt_interval=2", "train.log_interval=1",
+    "data.train.dataset.num_samples=8", "data.train.batch_size=4", "data.train.num_workers=0",
+    "task.generator.base_channels=8", "task.discriminator.base_channels=8", "task.num_fixed_samples=4",
+    "task.ema_start=0",
+]
 
 
 class Run:
@@ -50,3 +57,8 @@ def unet_run(tmp_path_factory) -> Run:
 @pytest.fixture(scope="session")
 def pix2pix_run(tmp_path_factory) -> Run:
     return _train(tmp_path_factory, "pix2pix", PIX2PIX_CONFIG, TINY_PIX2PIX_RUN)
+
+
+@pytest.fixture(scope="session")
+def dcgan_run(tmp_path_factory) -> Run:
+    return _train(tmp_path_factory, "dcgan", DCGAN_CONFIG, TINY_DCGAN_RUN)

@@ -69,6 +69,17 @@ def test_export_of_a_torchvision_deeplabv3_with_random_weights(tmp_path, fmt):
                  [(1, 64, 64), (2, 72, 96)])
 
 
+def test_onnx_export_of_an_unconditional_generator_takes_noise(dcgan_run, tmp_path):
+    output = tmp_path / "generator.onnx"
+    result = call_tool("export", *dcgan_run.args(), "--format", "onnx", "--dynamic", "--output", output)
+    assert result.returncode == 0, result.stderr
+    task, _ = load_trained_task(dcgan_run.config, dcgan_run.checkpoint)
+    noise = torch.randn(3, task.latent_dim, 1, 1, generator=torch.Generator().manual_seed(5))
+    with torch.no_grad():
+        expected = ((task.generator_ema(noise) + 1) / 2).clamp(0, 1).numpy()
+    assert np.abs(run_exported(output, "onnx", noise) - expected).max() <= ONNX_ATOL
+
+
 def test_onnx_export_refuses_without_the_extra(unet_run, tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "onnxruntime", None)  # as if not installed: import fails
     output = tmp_path / "model.onnx"

@@ -170,3 +170,17 @@ def test_infer_names_a_missing_input(unet_run, tmp_path):
     result = call_tool("infer", *unet_run.args(), "--input", tmp_path / "nothing*.png", "--output", tmp_path)
     assert result.returncode == 2
     assert "error: --input" in result.stderr and "nothing*.png" in result.stderr
+
+
+def test_infer_draws_seeded_samples_from_an_unconditional_gan(dcgan_run, tmp_path):
+    result = call_tool("infer", *dcgan_run.args(), "--output", tmp_path, "--num", "5", "--seed", "7",
+                       "--batch-size", "2")
+    assert result.returncode == 0, result.stderr
+    assert "5 images in" in result.stdout
+    task, _ = load_trained_task(dcgan_run.config, dcgan_run.checkpoint)
+    predictor = GeneratorPredictor(task)
+    assert predictor.generator is task.generator_ema
+    expected = predictor.sample(predictor.noise(5, 7, torch.device("cpu")))
+    for i, image in enumerate(expected):
+        written = cv2.cvtColor(cv2.imread(str(tmp_path / f"sample_{i:04d}.png")), cv2.COLOR_BGR2RGB)
+        assert np.array_equal(written, (image * 255).round().byte().permute(1, 2, 0).numpy())
