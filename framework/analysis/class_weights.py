@@ -85,8 +85,9 @@ def class_pixel_counts(dataset, work_dir: str | None, dataset_config=None, worke
 
 
 def resolve_auto_class_weights(task: nn.Module, dataset, work_dir: str | None, dataset_config=None,
-                               device: torch.device | None = None) -> None:
-    """Give every `weight: auto` loss of `task` its weights, identical on every rank."""
+                               device: torch.device | None = None, workers: int = 0) -> None:
+    """Give every `weight: auto` loss of `task` its weights, identical on every rank; the masks
+    are read in `workers` processes."""
     losses = auto_weighted_losses(task)
     if not losses:
         return
@@ -97,7 +98,7 @@ def resolve_auto_class_weights(task: nn.Module, dataset, work_dir: str | None, d
     distributed = dist.is_available() and dist.is_initialized()
     counts = torch.zeros(2, dataset.num_classes, dtype=torch.float64)
     if not distributed or dist.get_rank() == 0:
-        pixels, image_pixels = class_pixel_counts(dataset, work_dir, dataset_config)
+        pixels, image_pixels = class_pixel_counts(dataset, work_dir, dataset_config, workers)
         counts = torch.from_numpy(np.stack([pixels, image_pixels]).astype(np.float64))
     if distributed:  # rank 0's counts everywhere (gloo and NCCL both broadcast CPU/CUDA tensors)
         backend_device = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else "cpu"

@@ -177,7 +177,8 @@ def build_trainer(cfg: DictConfig, work_dir: str, resume: str | bool | None = No
         raise ConfigError(f"train.accumulate: must be a positive integer, got {accumulate!r}")
     max_iters = train["max_iters"] or train["max_epochs"] * (len(train_loader) // accumulate)
     task = build_task(plain, device)
-    resolve_auto_class_weights(task, train_loader.dataset, work_dir, data["train"]["dataset"], device)
+    resolve_auto_class_weights(task, train_loader.dataset, work_dir, data["train"]["dataset"], device,
+                               workers=train_loader.num_workers)
     networks = pretrained.configured_networks(task)
     for _, network, settings in networks:
         pretrained.freeze_and_keep_eval(network, settings)  # before the optimizers pick parameters
