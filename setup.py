@@ -2,7 +2,7 @@ from setuptools import find_packages, setup
 
 setup(
     name="segan-framework",
-    version="0.1.0",
+    version="0.2.0",
     description="A config-driven PyTorch training framework for semantic segmentation and GANs",
     packages=find_packages(include=["framework", "framework.*"]),
     python_requires=">=3.10",
@@ -17,10 +17,13 @@ setup(
         "numpy>=1.24",
         "torchmetrics>=1.3",
         "safetensors>=0.4",
+        "tqdm>=4.60",
+        "Pillow>=9.0",  # palette PNG masks (framework/data/folder.py)
     ],
     extras_require={
         # tools/export.py --format onnx: the exporter's graph format and the runtime it is checked in
         "export": ["onnx>=1.15", "onnxruntime>=1.17"],
-        "dev": ["pytest>=7.4", "torchmetrics>=1.3", "onnx>=1.15", "onnxruntime>=1.17"],
+        "dev": ["pytest>=7.4", "torchmetrics>=1.3", "ruff>=0.6", "onnx>=1.15", "onnxruntime>=1.17"],
+        "fid": ["torch-fidelity>=0.3"],  # FID's default extractor (framework/metrics/image.py)
     },
 )

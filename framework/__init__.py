@@ -3,7 +3,14 @@
 Importing `framework` fills every registry with the built-in components.
 """
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
-from framework import registry  # noqa: E402,F401
-from framework import data, engine, losses, metrics, models, tasks  # noqa: E402,F401
+from framework import (  # noqa: E402,F401
+    data,
+    engine,
+    losses,
+    metrics,
+    models,
+    registry,  # noqa: E402,F401
+    tasks,
+)

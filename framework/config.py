@@ -9,26 +9,42 @@ Rules a user can rely on:
   never drags UNet's keywords along.
 - Overrides `a.b.c=value` are parsed as YAML (`[1, 2]`, `null`, `1e-3`), applied in order
   (a repeated key: the last wins), and must name an existing key; `+a.b.c=value` adds a new one.
-- Unknown top-level keys are errors; every public key has a default (see `DEFAULTS`).
+- Every public key has a default (`DEFAULTS`) and a type and range (`SCHEMA`), checked before
+  anything is built: unknown keys and wrong values are all reported at once, one line each.
+- A base node replaced because its `type` changed: the keys it dropped are reported (`notes`).
 """
 
 from __future__ import annotations
 
-import importlib
+import copy
 import os
 import re
-import sys
 from pathlib import Path
 from typing import Any
 
 import yaml
-from omegaconf import DictConfig, ListConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from framework.config_rules import (
+    REQUIRED,
+    any_of,
+    boolean,
+    each,
+    integer,
+    list_of,
+    mapping,
+    node,
+    number,
+    one_of,
+    optional,
+    section,
+    string,
+    strings,
+)
+from framework.custom_imports import import_custom_modules, locate  # noqa: F401  (part of this module's API)
 from framework.errors import ConfigError
-from framework.registry import did_you_mean
-
-REQUIRED = "???"  # OmegaConf's marker for a mandatory value
+from framework.registry import did_you_mean, to_plain  # noqa: F401 (to_plain: part of this module's API)
 
 # Every top-level key a config may have, with its default. Sections given as dicts are
 # validated one level deeper as well (unknown `train.*` keys are errors too).
@@ -72,10 +88,42 @@ DEFAULTS: dict[str, Any] = {
         "vis_images": 4,  # images written to TensorBoard per evaluation
         "progress_bar": "auto",  # auto: only when attached to a terminal
         "accumulate": 1,  # micro-batches per optimizer step (gradient accumulation)
+        "nan_policy": "raise",  # a non-finite loss: raise (stop, keep what was saved) or skip (the step)
+        "nan_max_skips": 10,  # skip: consecutive skipped iterations allowed before it raises
     },
 }
 
-SECTIONS_WITH_FIXED_KEYS = ("train", "amp", "dist")
+# The type and range of every public key, checked on the whole config (after overrides and
+# interpolation) before anything is built; every mistake is reported, one line each.
+_LOADER = section({"dataset": node, "batch_size": integer(1), "num_workers": integer(0), "shuffle": boolean,
+                   "pin_memory": one_of(True, False, "auto"), "persistent_workers": boolean}, required=("dataset",))
+_CLIP_GRAD = section({"max_norm": number(above=0), "norm_type": number(above=0), "error_if_nonfinite": boolean,
+                      "foreach": optional(boolean)}, required=("max_norm",))
+_OPTIMIZER = section({"type": string, "lr": number(above=0), "weight_decay": number(min=0),
+                      "momentum": number(min=0), "eps": number(above=0), "params": optional(strings),
+                      "clip_grad": optional(_CLIP_GRAD), "scheduler": optional(node)},
+                     required=("type",), open=True)  # other keywords go to the optimizer class
+_LOAD_SPEC = section({"checkpoint": string, "prefix": string, "rename": mapping, "strict": boolean,
+                      "min_loaded_ratio": number(min=0, max=1)}, required=("checkpoint",))
+SCHEMA = section({
+    "work_dir": optional(string), "seed": integer(0), "deterministic": boolean, "device": string,
+    "custom_imports": strings, "load_from": optional(any_of(string, mapping)),
+    "auto_resume": one_of(True, False, "auto"),
+    "task": node, "data": section({"train": _LOADER, "val": optional(_LOADER), "test": optional(_LOADER)},
+                                  required=("train",)),
+    "optim": optional(_OPTIMIZER), "optimizers": optional(each(_OPTIMIZER)),
+    "metrics": list_of(node), "hooks": list_of(node), "sync_bn": boolean, "channels_last": boolean,
+    "amp": section({"enabled": boolean, "dtype": one_of("float16", "bfloat16")}),
+    "dist": section({"backend": one_of("auto", "gloo", "nccl", "mpi"), "timeout": number(above=0),
+                     "find_unused_parameters": boolean, "broadcast_buffers": boolean}),
+    "train": section({
+        "max_iters": optional(integer(1)), "max_epochs": optional(integer(1)),
+        "log_interval": integer(0), "val_interval": integer(0), "val_at_start": boolean,  # interval 0: never
+        "ckpt_interval": integer(0), "keep_last": integer(0),  # keep_last 0: keep all
+        "best_metric": optional(string), "best_mode": one_of("max", "min"), "vis_images": integer(0),
+        "progress_bar": one_of(True, False, "auto"), "accumulate": integer(1),
+        "nan_policy": one_of("raise", "skip"), "nan_max_skips": integer(0)}),
+}, required=("task", "data"))
 
 
 # ----------------------------------------------------------------------------- loading
@@ -119,24 +167,33 @@ def _read_yaml(path: Path, *, origin: str | None = None) -> dict:
     return data
 
 
-def merge_nodes(base: Any, child: Any) -> Any:
-    """Merge `child` into `base` (child wins); a change of component `type` replaces the node."""
+def merge_nodes(base: Any, child: Any, where: str = "", notes: list[str] | None = None) -> Any:
+    """Merge `child` into `base` (child wins); a change of component `type` replaces the node,
+    and a line naming the base's keys that were dropped with it is added to `notes`."""
     if isinstance(base, dict) and isinstance(child, dict):
         if "type" in child and "type" in base and child["type"] != base["type"]:
+            dropped = [k for k in base if k not in child]
+            if dropped and notes is not None:
+                notes.append(f"{where or 'config'}: type {base['type']} -> {child['type']} replaces the base's node; "
+                             f"dropped its keys {', '.join(map(str, dropped))} (set them again if still wanted)")
             return child
         merged = dict(base)
         for key, value in child.items():
-            merged[key] = merge_nodes(base[key], value) if key in base else value
+            inner = f"{where}.{key}" if where else str(key)
+            merged[key] = merge_nodes(base[key], value, inner, notes) if key in base else value
         return merged
     return child
 
 
-def _load_with_bases(path: Path, stack: tuple[Path, ...] = (), origin: str | None = None) -> dict:
+def _load_with_bases(path: Path, stack: tuple[Path, ...] = (), origin: str | None = None,
+                     notes: list[str] | None = None) -> dict:
     path = path.resolve()
     if path in stack:
         chain = " -> ".join(str(p) for p in stack + (path,))
         raise ConfigError(f"_base_ cycle: {chain}")
     data = _read_yaml(path, origin=origin)
+    if "custom_imports" in data:  # names and paths relative to the file that lists them
+        data["custom_imports"] = locate(data["custom_imports"], path.parent)
     bases = data.pop("_base_", [])
     if isinstance(bases, str):
         bases = [bases]
@@ -145,8 +202,8 @@ def _load_with_bases(path: Path, stack: tuple[Path, ...] = (), origin: str | Non
     merged: dict = {}
     for base in bases:
         base_path = (path.parent / base) if not os.path.isabs(base) else Path(base)
-        merged = merge_nodes(merged, _load_with_bases(base_path, stack + (path,), origin=str(path)))
-    return merge_nodes(merged, data)
+        merged = merge_nodes(merged, _load_with_bases(base_path, stack + (path,), str(path), notes), notes=notes)
+    return merge_nodes(merged, data, notes=notes)
 
 
 # ----------------------------------------------------------------------------- overrides
@@ -207,57 +264,42 @@ def apply_override(cfg: dict, key: str, value: Any, adds: bool = False) -> None:
 # ----------------------------------------------------------------------------- validation
 
 
-def _validate_keys(cfg: dict, source: str) -> None:
-    for key in cfg:
-        if key not in DEFAULTS:
-            raise ConfigError(f"{source}: unknown top-level key '{key}'{did_you_mean(key, DEFAULTS)}")
-    for section in SECTIONS_WITH_FIXED_KEYS:
-        allowed = DEFAULTS[section]
-        value = cfg.get(section)
-        if not isinstance(value, dict):
-            raise ConfigError(f"{source}: '{section}' must be a mapping, got {value!r}")
-        for key in value:
-            if key not in allowed:
-                raise ConfigError(f"{source}: unknown key '{section}.{key}'{did_you_mean(key, allowed)}")
-    for key in ("task", "data"):
-        if cfg.get(key) in (None, REQUIRED):
-            raise ConfigError(f"{source}: the config has no '{key}' section")
-    if cfg.get("optim") is not None and cfg.get("optimizers") is not None:
-        raise ConfigError(f"{source}: give either 'optim' (one optimizer) or 'optimizers' (by name), not both")
-    train = cfg["train"]
+def check_config(cfg: dict, source: str) -> dict:
+    """The config with values normalised by SCHEMA (`1e4` iterations -> 10000); raises one
+    ConfigError listing every mistake, one line each, when there is any."""
+    errors: list[str] = []
+    checked = SCHEMA(cfg, "", errors)
+    if isinstance(checked.get("load_from"), dict):
+        checked["load_from"] = _LOAD_SPEC(checked["load_from"], "load_from", errors)
+    train = checked.get("train") if isinstance(checked.get("train"), dict) else {}
     if train.get("max_iters") is None and train.get("max_epochs") is None:
-        raise ConfigError(f"{source}: set train.max_iters (or train.max_epochs)")
+        errors.append("train.max_iters: missing (set train.max_iters or train.max_epochs)")
+    elif train.get("max_iters") is not None and train.get("max_epochs") is not None:
+        errors.append(f"train.max_iters ({train['max_iters']}) and train.max_epochs ({train['max_epochs']}) "
+                      "are both set: give one (null the other)")
+    if checked.get("optim") is not None and checked.get("optimizers") is not None:
+        errors.append("optim/optimizers: give either 'optim' (one optimizer) or 'optimizers' (by name), not both")
+    if errors:
+        raise ConfigError("\n".join(f"{source}: {line}" for line in errors))
+    return checked
 
 
-def load_config(path: str | os.PathLike, overrides: list[str] | tuple[str, ...] = ()) -> DictConfig:
-    """Load, merge, override, resolve and validate a config file."""
+def load_config(path: str | os.PathLike, overrides: list[str] | tuple[str, ...] = (),
+                notes: list[str] | None = None) -> DictConfig:
+    """Load, merge, override, resolve and validate a config file. `notes` (when given) receives
+    what the merge did that a user may not expect (base keys dropped by a change of type)."""
     path = Path(path)
-    merged = merge_nodes(_deep_copy(DEFAULTS), _load_with_bases(path))
+    merged = merge_nodes(copy.deepcopy(DEFAULTS), _load_with_bases(path, notes=notes))
     for text in overrides:
         apply_override(merged, *parse_override(text))
-    _validate_keys(merged, str(path))
     try:
         cfg = OmegaConf.create(merged)
         OmegaConf.resolve(cfg)  # ${...} interpolations, after overrides so they see new values
     except OmegaConfBaseException as err:
         first = str(err).splitlines()[0]
         raise ConfigError(f"{path}: {first}") from err
+    cfg = OmegaConf.create(check_config(OmegaConf.to_container(cfg), str(path)))
     cfg._set_flag("allow_objects", False)
-    return cfg
-
-
-def _deep_copy(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _deep_copy(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_deep_copy(v) for v in value]
-    return value
-
-
-def to_plain(cfg: DictConfig | ListConfig | Any) -> Any:
-    """A resolved plain dict/list of a config node."""
-    if isinstance(cfg, (DictConfig, ListConfig)):
-        return OmegaConf.to_container(cfg, resolve=True)
     return cfg
 
 
@@ -268,20 +310,6 @@ def save_config(cfg: DictConfig, path: str | os.PathLike) -> None:
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(OmegaConf.to_yaml(cfg, resolve=True), encoding="utf-8")
     os.replace(tmp, path)
-
-
-def import_custom_modules(cfg: DictConfig) -> None:
-    """Import `custom_imports` so their `@REGISTRY.register()` decorators run before building."""
-    modules = cfg.get("custom_imports") or []
-    if isinstance(modules, str):
-        modules = [modules]
-    if os.getcwd() not in sys.path:  # user projects are imported relative to where they run
-        sys.path.insert(0, os.getcwd())
-    for name in modules:
-        try:
-            importlib.import_module(name)
-        except ImportError as err:
-            raise ConfigError(f"custom_imports: cannot import '{name}': {err}") from err
 
 
 def default_work_dir(config_path: str | os.PathLike) -> str:

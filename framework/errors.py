@@ -20,3 +20,12 @@ class DataError(UserError):
 
 class CheckpointError(UserError):
     """A checkpoint or pretrained file cannot be used."""
+
+
+class NonFiniteError(UserError):
+    """Training diverged: a loss or the weights stopped being finite (NaN or inf)."""
+
+
+class EvaluationError(UserError):
+    """Evaluation during training failed (a bad validation image, a killed worker); the training
+    iteration itself had completed, so its checkpoint is still saved."""

@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import difflib
 import inspect
-from collections.abc import Mapping
-from typing import Any, Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from framework.errors import ConfigError, UserError
 
-_ALL_REGISTRIES: list["Registry"] = []
+_ALL_REGISTRIES: list[Registry] = []
 
 
 def is_node(value: Any) -> bool:
@@ -49,6 +49,7 @@ class Registry:
     def __init__(self, name: str):
         self.name = name
         self._entries: dict[str, Callable] = {}
+        self._extra_keys: dict[tuple[str, ...], Callable[[Any, dict, str], None]] = {}
         _ALL_REGISTRIES.append(self)
 
     def __repr__(self) -> str:
@@ -82,6 +83,16 @@ class Registry:
             )
         self._entries[key] = obj
 
+    def allow_keys(self, keys: tuple[str, ...], receive: Callable[[Any, dict, str], None]) -> None:
+        """Let this registry's nodes carry `keys` that the components themselves do not take.
+
+        They are taken out of a node before it is built (unless its constructor has a keyword
+        of that name), and `receive(component, {key: value}, path)` gets them with the built
+        component. A higher layer declares them (the engine: a network's init/frozen/norm_eval),
+        so this layer knows nothing of what they mean.
+        """
+        self._extra_keys[tuple(keys)] = receive
+
     def get(self, name: str, path: str = "") -> Callable:
         if name not in self._entries:
             where = f"{path}.type: " if path else ""
@@ -96,7 +107,7 @@ class Registry:
     def build(self, cfg: Mapping, path: str | None = None, **default_args) -> Any:
         """Build the component a node describes; `default_args` fill keywords the node omits."""
         path = path or self.name
-        cfg = _to_plain(cfg)
+        cfg = to_plain(cfg)
         if not is_node(cfg):
             raise ConfigError(f"{path}: expected a mapping with a 'type' key, got {cfg!r}")
         kwargs = dict(cfg)
@@ -106,8 +117,26 @@ class Registry:
         factory = self.get(type_name, path)
         for key, value in default_args.items():
             kwargs.setdefault(key, value)
+        extras = self._take_extra_keys(factory, kwargs)
         kwargs = {k: self._build_nested(v, f"{path}.{k}") for k, v in kwargs.items()}
         _check_keywords(factory, type_name, kwargs, path)
+        component = self._construct(factory, type_name, kwargs, path)
+        for receive, settings in extras:
+            receive(component, settings, path)
+        return component
+
+    def _take_extra_keys(self, factory: Callable, kwargs: dict) -> list[tuple[Callable, dict]]:
+        """Pop the `allow_keys` keys a node carries: [(receiver, {key: value})]."""
+        own = accepted_keywords(factory)[0] if self._extra_keys else []
+        taken = []
+        for keys, receive in self._extra_keys.items():
+            settings = {k: kwargs.pop(k) for k in keys if k in kwargs and k not in own}
+            if settings:
+                taken.append((receive, settings))
+        return taken
+
+    @staticmethod
+    def _construct(factory: Callable, type_name: str, kwargs: dict, path: str) -> Any:
         try:
             return factory(**kwargs)
         except UserError as err:  # e.g. a dataset's missing folder: say which node it came from
@@ -125,7 +154,7 @@ class Registry:
             return [self._build_nested(v, f"{path}[{i}]") for i, v in enumerate(value)]
         return value
 
-    def _registry_for(self, type_name: str, path: str) -> "Registry":
+    def _registry_for(self, type_name: str, path: str) -> Registry:
         if type_name in self:
             return self
         owners = [r for r in _ALL_REGISTRIES if type_name in r]
@@ -138,12 +167,10 @@ class Registry:
         raise ConfigError(f"{path}.type: unknown type '{type_name}'{did_you_mean(type_name, every)}")
 
 
-def _to_plain(cfg: Any) -> Any:
-    """OmegaConf containers -> plain dicts/lists (resolved), anything else unchanged."""
-    try:
-        from omegaconf import DictConfig, ListConfig, OmegaConf
-    except ImportError:  # pragma: no cover - omegaconf is a dependency
-        return cfg
+def to_plain(cfg: Any) -> Any:
+    """OmegaConf containers -> plain dicts/lists (interpolations resolved), anything else unchanged."""
+    from omegaconf import DictConfig, ListConfig, OmegaConf
+
     if isinstance(cfg, (DictConfig, ListConfig)):
         return OmegaConf.to_container(cfg, resolve=True)
     return cfg
@@ -177,34 +204,7 @@ def _check_keywords(factory: Callable, type_name: str, kwargs: dict, path: str) 
             )
 
 
-# Keys a model node may carry besides its constructor's keywords (see framework/engine/pretrained.py).
-NETWORK_SETTING_KEYS = ("init", "frozen", "norm_eval")
-
-
-class NetworkRegistry(Registry):
-    """The models registry. A model node may also carry `init` (pretrained weights), `frozen`
-    (submodules not trained) and `norm_eval` (BatchNorm kept in eval mode).
-
-    They are taken out of the node before the network is constructed, unless its constructor
-    takes a keyword of that name itself, and recorded on the built network as
-    `network.network_settings` together with the node's config path; the runner applies
-    them once the task is built (framework/engine/pretrained.py).
-    """
-
-    def build(self, cfg: Mapping, path: str | None = None, **default_args) -> Any:
-        path = path or self.name
-        cfg = _to_plain(cfg)
-        if not is_node(cfg) or not isinstance(cfg["type"], str):
-            return super().build(cfg, path, **default_args)  # reports the malformed node
-        own_keywords = accepted_keywords(self.get(cfg["type"], path))[0]
-        settings = {k: cfg[k] for k in NETWORK_SETTING_KEYS if k in cfg and k not in own_keywords}
-        network = super().build({k: v for k, v in cfg.items() if k not in settings}, path, **default_args)
-        if settings:
-            network.network_settings = {**settings, "path": path}
-        return network
-
-
-MODELS = NetworkRegistry("models")
+MODELS = Registry("models")
 LOSSES = Registry("losses")
 DATASETS = Registry("datasets")
 TRANSFORMS = Registry("transforms")

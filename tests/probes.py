@@ -17,7 +17,7 @@ import torch
 from framework.engine import checkpoint as ckpt
 from framework.engine.dist import get_rank
 from framework.engine.hooks import Hook
-from framework.registry import HOOKS
+from framework.registry import HOOKS, LOSSES
 
 
 @HOOKS.register()
@@ -74,3 +74,44 @@ def stall_checkpoint_write(path: str, ready_file: str) -> None:
 
     torch.save = half_then_hang
     ckpt.save_checkpoint({"weights": torch.zeros(4)}, path)
+
+
+@LOSSES.register()
+class NaNAtIteration(torch.nn.Module):
+    """Wraps a loss; returns NaN at training call `iteration` (1-based; every call from `iteration`
+    on with `stay`), on every rank or on `rank` only."""
+
+    def __init__(self, loss: torch.nn.Module, iteration: int, rank: int | None = None, stay: bool = False):
+        super().__init__()
+        self.loss = loss
+        self.iteration, self.rank, self.stay = iteration, rank, stay
+        self.calls = 0
+
+    def forward(self, logits, target):
+        value = self.loss(logits, target)
+        self.calls += 1
+        hit = self.calls >= self.iteration if self.stay else self.calls == self.iteration
+        if hit and self.rank in (None, get_rank()):
+            return value * float("nan")
+        return value
+
+
+@HOOKS.register()
+class FillDiskHook(Hook):
+    """At iteration `iteration`, fill the file system of the work dir (a small tmpfs in the test)."""
+
+    priority = 35  # after evaluation, before the checkpoint
+
+    def __init__(self, iteration: int):
+        self.iteration = iteration
+
+    def after_iter(self, trainer) -> None:
+        if trainer.iter != self.iteration:
+            return
+        try:
+            with open(Path(trainer.work_dir) / "filler", "wb") as f:
+                while True:
+                    f.write(bytes(1 << 16))
+                    f.flush()
+        except OSError:
+            pass

@@ -20,6 +20,12 @@ def run_tool(tool: str, *args, cwd=REPO, timeout=600) -> subprocess.CompletedPro
                           cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
 
 
+def named(name: str):
+    """`msg` for torch.testing.assert_close: torch's own message (the greatest difference, where,
+    how many elements) prefixed by the tensor's name."""
+    return lambda message: f"{name}: {message}"
+
+
 def call_tool(tool: str, *args) -> subprocess.CompletedProcess:
     """Run tools/<tool>.py's main in this process, as `run_tool` would in a new one, without the
     interpreter and import start-up (seconds on a busy 2-core machine)."""
@@ -32,6 +38,17 @@ def call_tool(tool: str, *args) -> subprocess.CompletedProcess:
     with redirect_stdout(stdout), redirect_stderr(stderr):
         code = run(module.main, module.parse_args(), [str(a) for a in args])
     return subprocess.CompletedProcess([tool, *args], code, stdout.getvalue(), stderr.getvalue())
+
+
+def train_run(work_dir, config, *overrides, runner=call_tool) -> Path:
+    """Train `config` into `work_dir` (through `runner`: call_tool in-process, run_tool or
+    run_forked_tool in a new process), fail the test with its stderr if it fails, return the dir.
+    Module-scoped fixtures share one trained run; a test that changes it copies it first
+    (`shutil.copytree(run, tmp_path / "run")`)."""
+    extra = {"folder": Path(work_dir) / "out"} if runner is run_forked_tool else {}
+    result = runner("train", "--config", config, "--work-dir", work_dir, *overrides, **extra)
+    assert result.returncode == 0, result.stderr + result.stdout[-2000:]
+    return Path(work_dir)
 
 
 # Overrides shrinking the Quickstart config to a run of a few seconds.
@@ -56,11 +73,11 @@ def torchrun_command(nproc: int, script, *args, launcher=()) -> list[str]:
     return [sys.executable, "-m", "torch.distributed.run", *map(str, launcher), str(script), *map(str, args)]
 
 
-def run_torchrun(nproc: int, *args, script=REPO / "tools" / "train.py", launcher=(),
+def run_torchrun(nproc: int, *args, script=REPO / "tools" / "train.py", launcher=(), cwd=REPO,
                  timeout=300) -> subprocess.CompletedProcess:
     """`script` (default tools/train.py) under torchrun: `nproc` CPU processes on 127.0.0.1, gloo."""
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
-    return subprocess.run(torchrun_command(nproc, script, *args, launcher=launcher), cwd=REPO, env=env,
+    return subprocess.run(torchrun_command(nproc, script, *args, launcher=launcher), cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=timeout)
 
 
@@ -78,7 +95,7 @@ TINY_UNET = [
 # the kill-and-resume tests interrupt and resume a run many times. Each run is still its own
 # process, running tools/<tool>.py's __main__, that a test can SIGKILL.
 _FORK_SERVER = multiprocessing.get_context("forkserver")
-_FORK_SERVER.set_forkserver_preload(["framework", "framework.engine.runner", "torch.utils.tensorboard"])
+_FORK_SERVER.set_forkserver_preload(["framework", "framework.engine.build", "torch.utils.tensorboard"])
 
 
 def _run_tool_here(tool: str, args: list[str], cwd: str, log: str, errors: str | None, env: dict) -> None:

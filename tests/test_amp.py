@@ -35,8 +35,8 @@ def test_inf_gradient_skips_only_that_optimizer_and_halves_the_scale():
     x = torch.randn(8, 4)
     g_before, d_before = snapshot(task.generator), snapshot(task.discriminator)
 
-    optim.step(task.discriminator(x).sum() * float("inf"), "discriminator")  # inf gradients
-    optim.step(task.generator(x).pow(2).mean(), "generator")
+    optim.update(task.discriminator(x).sum() * float("inf"), "discriminator")  # inf gradients
+    optim.update(task.generator(x).pow(2).mean(), "generator")
     optim.end_iteration()
 
     assert all(torch.equal(a, b) for a, b in zip(d_before, snapshot(task.discriminator)))  # skipped
@@ -51,7 +51,7 @@ def test_clipping_sees_unscaled_gradients():
     for scaler in (None, torch.amp.GradScaler("cpu", init_scale=4096.0)):
         task = TwoNets()
         optim = two_optimizers(task, scaler, clip={"max_norm": 1e6})
-        optim.step(task.generator(x).pow(2).mean(), "generator")
+        optim.update(task.generator(x).pow(2).mean(), "generator")
         norms.append(optim.grad_norms["generator"])
     torch.testing.assert_close(norms[0], norms[1])
 
@@ -62,7 +62,7 @@ def test_bfloat16_autocast_trains_the_quickstart_on_cpu(tmp_path):
                       "amp.enabled=true", "amp.dtype=bfloat16")
     assert result.returncode == 0, result.stderr
     losses = [float(line.split("loss ")[1].split()[0]) for line in result.stdout.splitlines() if " loss " in line]
-    assert len(losses) == 8 and losses[-1] < losses[0] and all(l == l for l in losses)  # finite, decreasing
+    assert len(losses) == 8 and losses[-1] < losses[0] and all(loss == loss for loss in losses)  # finite, decreasing
     assert json.loads((tmp_path / "metrics.jsonl").read_text().splitlines()[-1])["iter"] == 40
 
 

@@ -13,7 +13,7 @@ import yaml
 
 import probes
 from framework.engine import checkpoint as ckpt
-from support import REPO, TINY_UNET, fork, run_forked_tool
+from support import REPO, TINY_UNET, fork, run_forked_tool, train_run
 
 CONFIG = REPO / "configs/segmentation/unet_shapes.yaml"
 RUN = [*TINY_UNET, "train.max_iters=6", "train.ckpt_interval=2", "train.val_interval=0", "train.log_interval=2"]
@@ -21,10 +21,7 @@ RUN = [*TINY_UNET, "train.max_iters=6", "train.ckpt_interval=2", "train.val_inte
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
-    work_dir = tmp_path_factory.mktemp("trained")
-    result = run_forked_tool("train", "--config", CONFIG, "--work-dir", work_dir, *RUN, folder=work_dir / "out")
-    assert result.returncode == 0, result.stderr + result.stdout[-2000:]
-    return work_dir
+    return train_run(tmp_path_factory.mktemp("trained"), CONFIG, *RUN, runner=run_forked_tool)
 
 
 @pytest.fixture
@@ -103,11 +100,23 @@ def test_auto_resume_continues_from_the_latest_checkpoint(copy_of_trained, setti
     assert "differs from the checkpoint's: train.max_iters: 6 -> 8" in result.stdout
 
 
-def test_auto_resume_off_for_a_first_launch(copy_of_trained):
+def test_a_new_run_into_a_work_dir_holding_one_is_refused_or_moves_it_aside(copy_of_trained):
+    # auto_resume=auto resumes only a torchrun restart: a first launch is a new run, which must
+    # not mix into the old one (best.pth, retention, latest, metrics.jsonl, TensorBoard)
+    before = {p.name: p.read_bytes() for p in (copy_of_trained / "checkpoints").iterdir()}
     result = run_forked_tool("train", "--config", CONFIG, "--work-dir", copy_of_trained, *RUN, "train.max_iters=2",
-                             folder=copy_of_trained / "out2")
+                             folder=copy_of_trained.parent / "out2")
+    assert_one_clear_line(result, f"work dir {copy_of_trained} holds a run (iter_2.pth", "--resume", "--overwrite")
+    assert {p.name: p.read_bytes() for p in (copy_of_trained / "checkpoints").iterdir()} == before
+
+    result = run_forked_tool("train", "--config", CONFIG, "--work-dir", copy_of_trained, *RUN, "train.max_iters=2",
+                             "--overwrite", folder=copy_of_trained.parent / "out3")
     assert result.returncode == 0, result.stderr
     assert "resumed" not in result.stdout and "iter 2/2" in result.stdout
+    aside = [p for p in copy_of_trained.parent.iterdir() if p.name.startswith(f"{copy_of_trained.name}.old-")]
+    assert len(aside) == 1
+    assert {p.name: p.read_bytes() for p in (aside[0] / "checkpoints").iterdir()} == before
+    assert sorted(p.name for p in (copy_of_trained / "checkpoints").iterdir()) == ["iter_2.pth", "latest"]
 
 
 class CreatesFile:

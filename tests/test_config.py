@@ -115,3 +115,21 @@ def test_exponent_without_a_dot_is_a_float(configs):
     path = write(tmp / "exp.yaml", "_base_: [child.yaml]\noptim: {type: SGD, lr: 1e-3}\n")
     assert load_config(path).optim.lr == 0.001  # YAML 1.1 alone would read the string '1e-3'
     assert load_config(path, ["optim.lr=2e-4"]).optim.lr == 0.0002
+
+
+def test_every_public_key_has_a_rule():
+    from framework.config import DEFAULTS, SCHEMA
+    from framework.data.loader import LOADER_KEYS
+
+    assert set(SCHEMA.fields) == set(DEFAULTS)
+    for name, default in DEFAULTS.items():
+        if isinstance(default, dict):
+            assert set(SCHEMA.fields[name].fields) == set(default), name
+    assert set(SCHEMA.fields["data"].fields["train"].fields) == set(LOADER_KEYS)
+
+
+def test_integral_floats_become_integers_and_fractions_are_refused(configs):
+    _, child = configs
+    assert load_config(child, ["train.max_iters=1e4"]).train.max_iters == 10000
+    with pytest.raises(ConfigError, match=r"train.max_iters: expected an integer >= 1, got 2.5"):
+        load_config(child, ["train.max_iters=2.5"])

@@ -11,7 +11,7 @@ import time
 import pytest
 import torch
 
-from support import REPO, run_torchrun, run_tool, torchrun_command, free_port
+from support import REPO, free_port, named, run_tool, run_torchrun, torchrun_command
 
 CONFIG = REPO / "configs/segmentation/unet_shapes.yaml"
 # A UNet without BatchNorm (statistics would differ by batch split), SGD, 5 iterations.
@@ -25,10 +25,19 @@ def final_weights(work_dir):
     return torch.load(work_dir / "checkpoints/iter_5.pth", weights_only=True)["task"]
 
 
-def assert_same_weights(a, b, atol=1e-5):
+# Equivalence tolerance. Without normalisation layers the only difference between one process
+# and two is float32 summation order. Measured on a 2-core EPYC after 5 iterations: one process
+# with 1 vs 2 torch threads differs from itself by 1e-7 (UNet) and 2e-7 (GAN), two processes
+# from one by 2e-8 and 3e-7. 1e-5 leaves ~30x headroom for other CPUs and thread counts; a real
+# bug moves weights far more (a discriminator step that bypasses DDP: 3e-3 after 5 iterations).
+ATOL = 1e-5
+
+
+def assert_same_weights(a, b, atol=ATOL):
     assert a.keys() == b.keys()
     for key in a:
-        torch.testing.assert_close(a[key], b[key], atol=atol, rtol=0, msg=key)
+        # torch's message (greatest difference, where, how many elements), prefixed by the tensor name
+        torch.testing.assert_close(a[key], b[key], atol=atol, rtol=0, msg=named(key))
 
 
 @pytest.fixture(scope="module")
@@ -76,9 +85,9 @@ def test_sync_bn_equals_full_batch_batchnorm(tmp_path):
     torch.testing.assert_close(torch.cat([r["x_grad"] for r in ranks]) / 2, reference["x_grad"], **close)
     for rank in ranks:
         for name, grad in reference["grads"].items():
-            torch.testing.assert_close(rank["grads"][name], grad, **close, msg=name)  # DDP-averaged
+            torch.testing.assert_close(rank["grads"][name], grad, **close, msg=named(name))  # DDP-averaged
         for name, buffer in reference["buffers"].items():
-            torch.testing.assert_close(rank["buffers"][name].float(), buffer.float(), **close, msg=name)
+            torch.testing.assert_close(rank["buffers"][name].float(), buffer.float(), **close, msg=named(name))
 
 
 def test_sync_bn_in_one_process_keeps_batchnorm(tmp_path):
@@ -125,14 +134,17 @@ def test_a_failing_rank_stops_every_rank_with_its_error(tmp_path):
 
 
 PIX2PIX = REPO / "projects/pix2pix/configs/pix2pix_shapes.yaml"
-# pix2pix with instance norm (no batch statistics), lsgan + L1, SGD, 5 iterations at 32x32.
-# (Not Adam: a conv bias before instance norm gets a gradient that is only rounding noise, and
-# Adam's first steps turn noise into full-size updates of either sign.)
+# pix2pix without normalisation, lsgan + L1, SGD, 5 iterations at 32x32. Not instance norm:
+# on the 2x2 maps deep in the UNet it divides by a standard deviation of four numbers and
+# amplifies rounding, so one process with 1 or 2 torch threads already differs from itself by
+# ~1e-2 after 5 iterations; with norm none that spread is ~2e-7 (see ATOL). Not batch norm
+# either: its statistics depend on how the batch is split. Not Adam: its first steps turn
+# gradients that are only rounding noise into full-size updates of either sign.
 GAN_NO_BN = ["device=cpu", "seed=3", "train.max_iters=5", "train.val_interval=0", "train.val_at_start=false",
              "train.ckpt_interval=5", "train.log_interval=1", "data.train.dataset.num_samples=32",
              "data.train.dataset.size=32", "data.train.num_workers=0", "task.gan_loss=lsgan",
-             "task.generator.num_downs=5", "task.generator.base_channels=8", "task.generator.norm=in",
-             "task.discriminator.base_channels=8", "task.discriminator.norm=in",
+             "task.generator.num_downs=5", "task.generator.base_channels=8", "task.generator.norm=none",
+             "task.discriminator.base_channels=8", "task.discriminator.norm=none",
              "optimizers.generator={type: SGD, lr: 0.01, momentum: 0.9, params: generator}",
              "optimizers.discriminator={type: SGD, lr: 0.01, momentum: 0.9, params: discriminator}"]
 

@@ -14,6 +14,7 @@ from framework.errors import ConfigError
 from framework.losses.gan import GAN_LOSS_TYPES
 from framework.registry import TASKS
 from framework.tasks.gan import GANTask
+from support import named
 
 SIZE, BATCH, ITERATIONS, LATENT = 16, 4, 5, 8
 LR, BETAS = 2e-3, (0.5, 0.999)
@@ -88,7 +89,7 @@ def reference_training(generator, discriminator, kind, conditional, d_steps_per_
             condition, real = as_float(batch["input"]), as_float(batch["target"])
             fake = generator(condition)
 
-            def d_input(image):
+            def d_input(image, condition=condition):
                 return torch.cat([condition, image], 1)
         else:
             real = as_float(batch["image"])
@@ -136,9 +137,9 @@ def engine_training(task, optim, conditional):
 
 def assert_same_parameters(ours, theirs):
     for (name, a), b in zip(ours.named_parameters(), theirs.parameters()):
-        torch.testing.assert_close(a, b, atol=1e-6, rtol=0, msg=name)
+        torch.testing.assert_close(a, b, atol=1e-6, rtol=0, msg=named(name))
     for (name, a), b in zip(ours.named_buffers(), theirs.buffers()):
-        torch.testing.assert_close(a.float(), b.float(), atol=1e-6, rtol=0, msg=name)
+        torch.testing.assert_close(a.float(), b.float(), atol=1e-6, rtol=0, msg=named(name))
 
 
 @pytest.mark.parametrize("kind", GAN_LOSS_TYPES)
@@ -157,7 +158,8 @@ def test_gan_step_equals_a_hand_written_loop(kind):
 
     assert_same_parameters(task.generator, reference_g)
     assert_same_parameters(task.discriminator, reference_d)
-    expected = {"loss_d", "loss_d_real", "loss_d_fake", "loss_g", "loss_g_adv", "loss_g_l1"}
+    expected = {"loss_d", "loss_d_real", "loss_d_fake", "loss_g", "loss_g_adv", "loss_g_l1",
+                "d_real_logit", "d_fake_logit", "fake_spread"}
     assert set(logs[-1]) == expected | ({"loss_d_gp"} if kind == "wgan-gp" else set())
     assert all(not v.requires_grad for v in logs[-1].values())
 
@@ -180,7 +182,7 @@ def test_unconditional_gan_with_d_steps_per_g_step_and_ema_equals_the_loop():
     assert_same_parameters(task.discriminator, reference_d)
     assert_same_parameters(task.generator_ema, reference_ema)
     assert ["loss_g" in step for step in logs] == [False, True, False, True, False]
-    assert int(task.d_steps) == ITERATIONS
+    assert int(task.state_dict()["d_steps"]) == ITERATIONS  # the checkpointed counter
 
 
 def test_generator_step_leaves_d_grads_alone_and_discriminator_step_leaves_g_grads_alone():

@@ -22,8 +22,10 @@ class Writer:
 def test_a_key_logged_on_some_steps_only_is_averaged_over_those_steps():
     writer = Writer()
     trainer = SimpleNamespace(iter=0, max_iters=4, stop_signal=None, epoch=0, data_time=0.0, iter_time=0.0, writer=writer,
+                              ensure_finite=lambda: None, task=SimpleNamespace(diagnose=lambda values: []),
                               device=torch.device("cpu"),
-                              optim=SimpleNamespace(lrs=lambda: {"generator": 1e-3, "discriminator": 1e-3}))
+                              optim=SimpleNamespace(lrs=lambda: {"generator": 1e-3, "discriminator": 1e-3},
+                                                    skipped_steps=0, skip_nonfinite=False))
     hook = LoggerHook(interval=4, progress_bar=False)
     hook.before_train(trainer)
     for step in range(1, 5):  # D every step, G every second step (d_steps_per_g_step: 2)

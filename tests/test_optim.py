@@ -49,7 +49,7 @@ def test_step_zeroes_backprops_clips_and_steps_only_the_named_optimizer():
     generator_before = [p.detach().clone() for p in task.generator.parameters()]
     discriminator_before = [p.detach().clone() for p in task.discriminator.parameters()]
     loss = task.discriminator(torch.randn(4, 3)).pow(2).sum() * 1e3
-    optim.step(loss, "discriminator")
+    optim.update(loss, "discriminator")
     assert all(torch.equal(p.grad, torch.ones_like(p)) for p in task.generator.parameters())
     assert all(torch.equal(a, b) for a, b in zip(generator_before, task.generator.parameters()))
     grads = torch.cat([p.grad.flatten() for p in task.discriminator.parameters()])
@@ -67,7 +67,7 @@ def test_single_optimizer_config_keeps_working():
 def test_state_dict_round_trip_restores_both_optimizers_and_schedulers():
     task = TwoNets()
     optim = build_optimizers(two(), task, max_iters=10)
-    optim.step(task.generator(torch.randn(2, 3)).sum(), "generator")
+    optim.update(task.generator(torch.randn(2, 3)).sum(), "generator")
     optim.step_schedulers()
     restored = build_optimizers(two(), task, max_iters=10)
     restored.load_state_dict(optim.state_dict())

@@ -21,13 +21,13 @@ from collections import Counter
 from pathlib import Path
 
 import numpy as np
+from tqdm import tqdm
 
 from framework.analysis.class_weights import METHODS, compute_weights
 from framework.analysis.dataset_scan import class_totals, read_mask_raw, scan
 from framework.config import import_custom_modules, load_config, to_plain
 from framework.data.base import SegmentationDataset
 from framework.engine.cli import run
-from framework.engine.hooks import ProgressBar
 from framework.errors import ConfigError
 from framework.inference.io import write_index_mask
 from framework.registry import DATASETS
@@ -114,9 +114,8 @@ def convert_rgb_masks(records, dataset: SegmentationDataset, folder: Path) -> in
 
 def main(args: argparse.Namespace) -> int:
     dataset = build_dataset(args.config, args.split, args.overrides)
-    bar = ProgressBar(len(dataset)) if sys.stdout.isatty() else None
-    records = scan(dataset, args.workers, on_record=bar and bar.update)
-    bar and bar.clear()
+    with tqdm(total=len(dataset), disable=not sys.stdout.isatty(), file=sys.stdout, unit="sample", leave=False) as bar:
+        records = scan(dataset, args.workers, on_record=lambda done: bar.update(1))
     problems = problems_of(records, dataset, args.config)
     rows, table = class_table(records, dataset)
     sizes = size_statistics(records)

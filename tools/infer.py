@@ -18,11 +18,11 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from tqdm import tqdm
 
 from framework.data.folder import read_rgb_image
 from framework.engine.cli import run
-from framework.engine.hooks import ProgressBar
-from framework.engine.runner import select_device
+from framework.engine.build import select_device
 from framework.errors import ConfigError
 from framework.inference.io import list_inputs, load_trained_task, overlay, write_index_mask, write_rgb
 
@@ -71,7 +71,6 @@ def segment(task, settings, paths, args, device, output: Path, bar) -> None:
     palette = task.palette.cpu().numpy()
     (output / "masks").mkdir(parents=True, exist_ok=True)
     (output / "overlays").mkdir(parents=True, exist_ok=True)
-    done = 0
     for batch in same_size_batches(paths, args.batch_size):
         images = [image for _, image in batch]
         with autocast(device, args.amp):
@@ -79,11 +78,10 @@ def segment(task, settings, paths, args, device, output: Path, bar) -> None:
         for (path, image), label in zip(batch, labels):
             write_index_mask(output / "masks" / f"{path.stem}.png", label, palette)
             write_rgb(output / "overlays" / f"{path.stem}.png", overlay(image, label, palette))
-        done += len(batch)
-        bar and bar.update(done)
+        bar.update(len(batch))
 
 
-def generate(task, paths, args, device, output: Path, bar) -> int:
+def generate(task, paths, args, device, output: Path, bar) -> None:
     from framework.inference.generator import GeneratorPredictor
 
     predictor = GeneratorPredictor(task)
@@ -95,17 +93,14 @@ def generate(task, paths, args, device, output: Path, bar) -> int:
                 images = predictor.sample(noise[first:first + args.batch_size])
             for i, image in enumerate(images, start=first):
                 write_rgb(output / f"sample_{i:04d}.png", to_uint8(image))
-            bar and bar.update(min(first + args.batch_size, args.num))
-        return args.num
-    done = 0
+            bar.update(len(images))
+        return
     for batch in same_size_batches(paths, args.batch_size):
         with autocast(device, args.amp):
             images = predictor.translate(to_tensor([image for _, image in batch], device))
         for (path, _), image in zip(batch, images):
             write_rgb(output / f"{path.stem}.png", to_uint8(image))
-        done += len(batch)
-        bar and bar.update(done)
-    return done
+        bar.update(len(batch))
 
 
 def to_uint8(image: torch.Tensor) -> np.ndarray:
@@ -129,7 +124,7 @@ def main(args: argparse.Namespace) -> None:
     paths = [] if unconditional else list_inputs(args.input)
     total = args.num if unconditional else len(paths)
     show = sys.stdout.isatty() if args.progress == "auto" else args.progress == "on"
-    bar = ProgressBar(total) if show else None
+    bar = tqdm(total=total, disable=not show, file=sys.stdout, unit="image", leave=False)
     start = time.perf_counter()
     if segmentation:
         try:
@@ -140,7 +135,7 @@ def main(args: argparse.Namespace) -> None:
         segment(task, settings, paths, args, device, output, bar)
     else:
         generate(task, paths, args, device, output, bar)
-    bar and bar.clear()
+    bar.close()
     seconds = time.perf_counter() - start
     print(f"{total} images in {seconds:.2f}s ({total / max(seconds, 1e-9):.2f} images/s) -> {output}")
 

@@ -15,10 +15,13 @@ from pathlib import Path
 from framework.config import default_work_dir, import_custom_modules, load_config, to_plain
 from framework.data.loader import build_dataloader
 from framework.engine import checkpoint as ckpt
-from framework.engine.cli import run
+from framework.engine.build import build_metrics, build_task, select_device
+from framework.engine.cli import run, setup_logging
 from framework.engine.evaluation import evaluate
-from framework.engine.runner import build_metrics, build_task, select_device, setup_logging
+from framework.engine.nonfinite import refuse_nonfinite_weights
 from framework.errors import ConfigError
+from framework.metrics import is_per_class, json_safe, summary_values
+from framework.metrics.base import fit_metrics_to_dataset
 
 
 def parse_args() -> argparse.ArgumentParser:
@@ -36,7 +39,7 @@ def format_table(metrics: dict[str, float]) -> str:
     columns: list[str] = []
     rows: dict[str, dict[str, float]] = {}
     for key, value in metrics.items():
-        if "." in key:
+        if is_per_class(key):
             column, name = key.split(".", 1)
             if column not in columns:
                 columns.append(column)
@@ -48,7 +51,7 @@ def format_table(metrics: dict[str, float]) -> str:
         for name, values in rows.items():
             cells = [values.get(c, math.nan) for c in columns]
             lines.append(f"{name:<{width}}  " + "  ".join(f"{v:>8.4f}" for v in cells))
-    summary = {k: v for k, v in metrics.items() if "." not in k}
+    summary = summary_values(metrics)
     lines.append("  ".join(f"{k} {v:.4f}" for k, v in summary.items()) or "(no metrics configured)")
     return "\n".join(lines)
 
@@ -56,19 +59,21 @@ def format_table(metrics: dict[str, float]) -> str:
 def main(args: argparse.Namespace) -> None:
     cfg = load_config(args.config, args.overrides)
     work_dir = args.work_dir or cfg.work_dir or default_work_dir(args.config)
-    setup_logging(work_dir, "test.log")
     import_custom_modules(cfg)
     plain = to_plain(cfg)
     device = select_device(plain["device"])
     section = plain["data"].get("test") or plain["data"].get("val")
     if section is None:
         raise ConfigError("data.test / data.val: the config has no evaluation data")
-    loader = build_dataloader(section, "data.test" if plain["data"].get("test") else "data.val", train=False,
-                              device=device)
-    task = build_task(plain, device)
     state = ckpt.load_checkpoint(args.checkpoint)  # refuses anything but a training checkpoint
-    task.load_state_dict(state["task"])
+    refuse_nonfinite_weights(state["task"], str(args.checkpoint))
+    task = build_task(plain, device)
+    ckpt.load_task_weights(task, state, args.checkpoint)
+    setup_logging(work_dir, "test.log")  # the work dir is only written once the checkpoint fits
+    section_path = "data.test" if plain["data"].get("test") else "data.val"
+    loader = build_dataloader(section, section_path, train=False, device=device)
     metrics = build_metrics(plain)
+    fit_metrics_to_dataset(metrics, loader.dataset, f"{section_path}.dataset")
 
     def save(i, batch, outputs):
         if args.show_dir:
@@ -79,7 +84,7 @@ def main(args: argparse.Namespace) -> None:
     Path(work_dir).mkdir(parents=True, exist_ok=True)
     out = Path(work_dir) / "metrics.json"
     record = {"checkpoint": str(args.checkpoint), "iter": state.get("meta", {}).get("iter"),
-              **{k: (None if math.isnan(v) else v) for k, v in results.items()}}
+              **json_safe(results)}
     out.write_text(json.dumps(record, indent=2) + "\n")
     print(f"metrics written to {out}")
 

@@ -3,6 +3,7 @@
     python tools/train.py --config configs/segmentation/unet_shapes.yaml [key=value ...]
     python tools/train.py --config CFG --resume            # continue from the latest checkpoint
     python tools/train.py --config CFG --resume PATH       # or from a given one
+    python tools/train.py --config CFG --overwrite         # a new run; the old one is moved aside
 
 SIGTERM or SIGINT (Ctrl-C) finishes the current iteration, saves a checkpoint and exits with
 status 128 + the signal number (143, 130); `--resume` then continues exactly. A second Ctrl-C
@@ -10,15 +11,18 @@ stops at once, without saving.
 """
 
 import argparse
+import logging
 import os
 import sys
 
 from torch.distributed.elastic.multiprocessing.errors import record
 
 from framework.config import default_work_dir, load_config
-from framework.engine.cli import run
-from framework.engine.dist import destroy_distributed, init_distributed
-from framework.engine.runner import build_trainer, setup_logging
+from framework.engine.build import build_trainer
+from framework.engine.cli import run, setup_logging
+from framework.engine.dist import destroy_distributed, init_distributed, is_main
+from framework.engine.resume import auto_resume_enabled
+from framework.engine.workdir import claim_work_dir
 
 
 def parse_args() -> argparse.ArgumentParser:
@@ -28,6 +32,8 @@ def parse_args() -> argparse.ArgumentParser:
                         "(default: the config's work_dir, else work_dirs/<config name>)")
     parser.add_argument("--resume", nargs="?", const=True, default=None, metavar="CKPT",
                         help="resume from CKPT, or from the latest checkpoint in the work dir")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="start a new run in a work dir that holds one, moving the old run aside")
     parser.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides")
     return parser
 
@@ -37,13 +43,19 @@ def main(args: argparse.Namespace) -> int:
         # `--resume key=value ...`: argparse took the first override as the checkpoint path.
         args.overrides.insert(0, args.resume)
         args.resume = True
-    cfg = load_config(args.config, args.overrides)
+    notes: list[str] = []
+    cfg = load_config(args.config, args.overrides, notes)
     cfg.work_dir = args.work_dir or cfg.work_dir or default_work_dir(args.config)
+    resuming = bool(args.resume) or auto_resume_enabled(cfg.auto_resume)
     try:
-        init_distributed(cfg.dist.backend, cfg.dist.timeout)  # under torchrun; first, so logs know the rank
-        setup_logging(cfg.work_dir)
-        trainer = build_trainer(cfg, cfg.work_dir, resume=args.resume, overrides=args.overrides)
-        trainer.fit()
+        init_distributed(cfg.dist.backend, cfg.dist.timeout)  # the one owner of the process group
+        setup_logging(main_process=is_main())  # the console first: the work dir may be refused
+        with claim_work_dir(cfg.work_dir, resuming, args.overwrite, main_process=is_main()):
+            setup_logging(cfg.work_dir, main_process=is_main())
+            for note in notes:  # e.g. base keys dropped by a change of type, logged on rank 0
+                logging.getLogger("framework").info(f"config: {note}")
+            trainer = build_trainer(cfg, cfg.work_dir, resume=args.resume, overrides=args.overrides)
+            trainer.fit()
     finally:
         destroy_distributed()
     stopped_early = trainer.stop_signal is not None and trainer.iter < trainer.max_iters

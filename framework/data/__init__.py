@@ -1,12 +1,29 @@
-"""Datasets and transforms: importing this package registers them in DATASETS and TRANSFORMS."""
+"""Datasets and transforms: importing this package registers them in DATASETS and TRANSFORMS.
+
+Dataset authors (projects, user code) also get the folder toolkit the built-in datasets use:
+`IMAGE_SUFFIXES`, `read_rgb_image`, `files_by_stem`, `require_dir`, `require_all`.
+"""
 
 from framework.data.base import AugmentedDataset, SegmentationDataset
-from framework.data.folder import ImageMaskFolder, VOCSegmentation
+from framework.data.folder import (
+    IMAGE_SUFFIXES,
+    ImageMaskFolder,
+    VOCSegmentation,
+    files_by_stem,
+    read_rgb_image,
+    require_all,
+    require_dir,
+)
 from framework.data.images import ImageDataset, PairedImageDataset
 from framework.data.shapes import SyntheticShapes
 from framework.data.transforms import build_pipeline
 
 __all__ = [
+    "IMAGE_SUFFIXES",
+    "files_by_stem",
+    "read_rgb_image",
+    "require_all",
+    "require_dir",
     "AugmentedDataset",
     "ImageDataset",
     "PairedImageDataset",

@@ -3,8 +3,9 @@
 `AugmentedDataset` holds an albumentations pipeline. `dataset[(index, seed)]` reseeds the
 augmentation from (index, seed) first, so a sample's augmentation does not depend on which
 worker or process loads it: that is what makes a resumed run and a DDP run see exactly the
-samples of an uninterrupted single-process run. (The training sampler yields such pairs;
-evaluation indexes with plain ints and augments without reseeding.)
+samples of an uninterrupted single-process run. (The training sampler yields such pairs to
+datasets with `takes_sample_seed = True`, plain ints to others; evaluation indexes with plain
+ints and augments without reseeding.)
 
 `SegmentationDataset`: a subclass implements `__len__` and `load_sample(index) -> (image, mask,
 name)`; the base checks the raw mask, augments image and mask together and returns tensors:
@@ -40,6 +41,8 @@ class AugmentedDataset(Dataset):
     `additional_targets` names extra arrays the pipeline transforms exactly like the image
     (e.g. {"target": "image"} for a paired image), as in albumentations' Compose.
     """
+
+    takes_sample_seed = True  # the training sampler yields (index, seed) pairs to it
 
     def __init__(self, pipeline: Sequence = (), additional_targets: dict[str, str] | None = None):
         self.pipeline = build_pipeline(pipeline, additional_targets)

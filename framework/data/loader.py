@@ -58,13 +58,16 @@ def build_dataloader(section: Mapping, path: str, *, train: bool, seed: int = 0,
     settings = loader_settings(section, path)
     dataset = DATASETS.build(settings["dataset"], path=f"{path}.dataset")
     if train:
-        sampler = EpochSampler(len(dataset), shuffle=settings["shuffle"], seed=seed, rank=rank,
-                               world_size=world_size, drop_last=True)
-        if len(sampler) < settings["batch_size"]:
+        per_process = len(dataset) // world_size
+        if per_process < settings["batch_size"]:
+            processes = f" of {len(dataset)} on {world_size} processes" if world_size > 1 else ""
             raise ConfigError(
-                f"{path}: {len(sampler)} samples per process is fewer than batch_size "
+                f"{path}: {per_process} samples per process{processes} is fewer than batch_size "
                 f"{settings['batch_size']} (training drops incomplete batches)"
             )
+        sampler = EpochSampler(len(dataset), shuffle=settings["shuffle"], seed=seed, rank=rank,
+                               world_size=world_size, drop_last=True,
+                               with_seed=getattr(dataset, "takes_sample_seed", False))
     else:
         sampler = ShardSampler(len(dataset), rank=rank, world_size=world_size)
     workers = int(settings["num_workers"])

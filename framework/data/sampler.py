@@ -1,9 +1,11 @@
 """Samplers that make data order and augmentation a pure function of (seed, epoch, index).
 
-`EpochSampler` yields `(index, sample_seed)` pairs. The dataset reseeds its augmentation
-with `sample_seed`, so what a sample looks like does not depend on which worker or which
-process loads it. That is what makes a resumed run and a run on N processes see exactly the
-data an uninterrupted single-process run sees.
+`EpochSampler` yields plain int indices, as any PyTorch sampler, to any dataset. A dataset that
+sets the class attribute `takes_sample_seed = True` (the framework's `AugmentedDataset` does)
+gets `(index, sample_seed)` pairs instead and reseeds its augmentation with `sample_seed`, so
+what a sample looks like does not depend on which worker or which process loads it. That is
+what makes a resumed run and a run on N processes see exactly the data an uninterrupted
+single-process run sees.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ class EpochSampler(Sampler):
     """
 
     def __init__(self, size: int, shuffle: bool = True, seed: int = 0, rank: int = 0,
-                 world_size: int = 1, drop_last: bool = True):
+                 world_size: int = 1, drop_last: bool = True, with_seed: bool = False):
         if size < world_size:
             raise ValueError(f"dataset of {size} samples is smaller than the {world_size} processes")
         self.size = size
@@ -38,6 +40,7 @@ class EpochSampler(Sampler):
         self.rank = rank
         self.world_size = world_size
         self.drop_last = drop_last
+        self.with_seed = with_seed  # yield (index, sample_seed) for datasets that take it
         self.epoch = 0
         self.start = 0
 
@@ -62,7 +65,7 @@ class EpochSampler(Sampler):
 
     def __iter__(self):
         for index in self._rank_indices()[self.start :]:
-            yield int(index), sample_seed(self.seed, self.epoch, int(index))
+            yield (int(index), sample_seed(self.seed, self.epoch, int(index))) if self.with_seed else int(index)
 
     def __len__(self) -> int:
         per_rank = self.size // self.world_size if self.drop_last else -(-self.size // self.world_size)

@@ -18,6 +18,7 @@ import logging
 import os
 import pickle
 import re
+import warnings
 from pathlib import Path
 
 import torch
@@ -73,13 +74,13 @@ def remove_stale_temp_files(folder: str | os.PathLike) -> list[Path]:
     removed = []
     for path in folder.iterdir():
         match = _TEMP_NAME.match(path.name)
-        if match and not _process_alive(int(match.group(1))):
+        if match and not process_alive(int(match.group(1))):
             path.unlink(missing_ok=True)
             removed.append(path)
     return removed
 
 
-def _process_alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
     if pid == os.getpid():
         return True
     try:
@@ -106,6 +107,9 @@ def _first_line(err: BaseException) -> str:
 def read_weights_file(path: str | os.PathLike) -> dict:
     """Everything in a `.pth`/`.pt`/`.safetensors` file, on the CPU, without running code from it."""
     path = Path(path)
+    if path.is_dir():
+        raise CheckpointError(f"{path} is a directory, not a checkpoint file (a run's checkpoints are "
+                              "<work_dir>/checkpoints/iter_<N>.pth; --resume alone takes the latest)")
     if not path.is_file():
         raise CheckpointError(f"checkpoint not found: {path}")
     if path.suffix == ".safetensors":
@@ -117,16 +121,20 @@ def read_weights_file(path: str | os.PathLike) -> dict:
         except (SafetensorError, OSError, ValueError) as err:
             raise CheckpointError(f"cannot load {path}: {_first_line(err)}") from err
     try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
+        with warnings.catch_warnings():  # torch warns about the "pickle protocol" of random bytes
+            warnings.simplefilter("ignore")
+            state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # noqa: BLE001 - every failure becomes one clear message
-        if isinstance(err, pickle.UnpicklingError) or "weights_only" in str(err):
-            found = _UNSAFE_GLOBAL.search(str(err))
-            what = f" ({found.group(1)})" if found else ""
+        found = _UNSAFE_GLOBAL.search(str(err))
+        if found:  # a real pickle of some class: the weights-only loader refused to import it
             raise UnsafeCheckpointError(
-                f"refused to load {path}: it holds pickled objects{what} besides tensors and plain "
-                "containers, and unpickling them could run code; re-save it as a state dict of tensors"
+                f"refused to load {path}: it holds pickled objects ({found.group(1)}) besides tensors and "
+                "plain containers, and unpickling them could run code; re-save it as a state dict of tensors"
             ) from err
-        raise CheckpointError(f"cannot load {path}: {_first_line(err)}") from err
+        # Anything else (random bytes, a truncated archive, a text file) is not a readable checkpoint.
+        detail = "" if isinstance(err, pickle.UnpicklingError) else f" ({type(err).__name__}: {_first_line(err)})"
+        raise CheckpointError(f"cannot load {path}: not a PyTorch checkpoint, or a corrupt or truncated "
+                              f"one{detail}"[:400]) from err
     if not isinstance(state, dict):
         raise CheckpointError(f"{path} holds a {type(state).__name__}, expected a dict")
     return state
@@ -140,6 +148,15 @@ def load_checkpoint(path: str | os.PathLike) -> dict:
         raise CheckpointError(f"{path} is not a training checkpoint of this framework "
                               f"(it has no {', '.join(absent)}); use load_from for weights")
     return state
+
+
+def load_task_weights(task, state: dict, path: str | os.PathLike) -> None:
+    """Load a training checkpoint's task weights; one line when they belong to another config."""
+    try:
+        task.load_state_dict(state["task"])
+    except (KeyError, ValueError, RuntimeError) as err:  # other networks, widths or number of classes
+        reason = " ".join(str(err).split())
+        raise CheckpointError(f"{path} does not fit this config's task: {reason[:300]}") from err
 
 
 def iteration_checkpoints(folder: str | os.PathLike) -> list[Path]:
@@ -159,8 +176,14 @@ def read_latest(folder: str | os.PathLike) -> Path | None:
     pointer = Path(folder) / LATEST
     if not pointer.is_file():
         return None
-    name = pointer.read_text().strip()
-    return Path(folder) / name if name else None
+    try:
+        name = pointer.read_bytes().decode("utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        name = None
+    if not name or not _ITER_NAME.match(name):  # damaged: the iteration checkpoints are tried instead
+        logger.warning(f"warning: {pointer} does not name a checkpoint (iter_<N>.pth); ignoring it")
+        return None
+    return Path(folder) / name
 
 
 def resume_candidates(folder: str | os.PathLike) -> list[Path]:

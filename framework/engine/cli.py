@@ -1,12 +1,16 @@
-"""What the command-line tools share: one-line errors and the common arguments."""
+"""What the command-line tools share: one-line errors, exit statuses and logging."""
 
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
-from typing import Callable
+from collections.abc import Callable
+from pathlib import Path
 
 from framework.errors import UserError
+
+logger = logging.getLogger("framework")
 
 
 def user_error_line(err: BaseException) -> str:
@@ -19,18 +23,48 @@ def user_error_line(err: BaseException) -> str:
     return text
 
 
+def os_error_line(err: OSError) -> str:
+    """'<path>: <cause>' for a file-system failure (no space left, permission denied, ...)."""
+    where = err.filename if err.filename is not None else "a file"
+    return f"{where}: {err.strerror or err}"
+
+
 def run(main: Callable[[argparse.Namespace], int | None], parser: argparse.ArgumentParser,
         argv: list[str] | None = None) -> int:
-    """Parse args and run `main`; a UserError becomes `error: <one line>` and exit status 2."""
+    """Parse args and run `main`. A UserError becomes `error: <one line>` (one per mistake when it
+    lists several, as a config check does) and exit status 2; a file-system error (disk full, an
+    unwritable folder) `error: <path>: <cause>` and exit status 1."""
     parser.add_argument("--debug", action="store_true", help="show full tracebacks")
-    args = parser.parse_args(argv)
+    args = parser.parse_intermixed_args(argv)  # key=value overrides before or after --options
     try:
         return main(args) or 0
     except UserError as err:
         if args.debug:
             raise
-        print(f"error: {user_error_line(err)}", file=sys.stderr)
+        for line in user_error_line(err).splitlines():
+            print(f"error: {line}", file=sys.stderr)
         return 2
+    except OSError as err:
+        if args.debug or err.strerror is None:
+            raise
+        print(f"error: {os_error_line(err)}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+
+
+def setup_logging(work_dir: str | None = None, filename: str = "train.log", main_process: bool = True) -> None:
+    """Console (and `<work_dir>/<filename>`) logging on the main process; warnings only elsewhere."""
+    logger.handlers.clear()
+    logger.propagate = False
+    logger.setLevel(logging.INFO if main_process else logging.WARNING)
+    fmt = logging.Formatter("%(asctime)s %(message)s", "%H:%M:%S")
+    console = logging.StreamHandler(sys.stdout)
+    console.setFormatter(fmt)
+    logger.addHandler(console)
+    if work_dir and main_process:
+        Path(work_dir).mkdir(parents=True, exist_ok=True)
+        file = logging.FileHandler(Path(work_dir) / filename, encoding="utf-8")
+        file.setFormatter(fmt)
+        logger.addHandler(file)

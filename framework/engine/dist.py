@@ -16,7 +16,6 @@ import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
-
 # A gloo group for small host-side agreements (stop flags, random states); None means the
 # default group, which is gloo already on CPU.
 _control_group = None
@@ -42,6 +41,13 @@ def all_reduce_sum_(tensor: torch.Tensor) -> torch.Tensor:
     """Sum `tensor` over ranks in place (no-op in a single process)."""
     if is_distributed():
         dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
+    return tensor
+
+
+def all_reduce_min(tensor: torch.Tensor) -> torch.Tensor:
+    """The minimum of `tensor` over ranks, in place (no-op in a single process)."""
+    if is_distributed():
+        dist.all_reduce(tensor, op=dist.ReduceOp.MIN)
     return tensor
 
 

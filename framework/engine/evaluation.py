@@ -5,7 +5,7 @@ Shared by training (EvalHook) and tools/test.py so both report the same numbers.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from torch import nn

@@ -11,7 +11,7 @@ or several, each over the parameters of named submodules of the task:
       generator:     {type: Adam, lr: 2.0e-4, betas: [0.5, 0.999], params: generator}
       discriminator: {type: Adam, lr: 2.0e-4, betas: [0.5, 0.999], params: [discriminator]}
 
-A task calls `optim.step(loss, "generator")`; zero_grad(set_to_none), backward, clipping and
+A task calls `optim.update(loss, "generator")`; zero_grad(set_to_none), backward, clipping and
 the optimizer step all happen here, so tasks never touch them.
 """
 
@@ -24,7 +24,8 @@ from contextlib import ExitStack, contextmanager
 import torch
 from torch import nn
 
-from framework.errors import ConfigError
+from framework.engine.dist import all_reduce_min
+from framework.errors import ConfigError, NonFiniteError
 from framework.registry import OPTIMIZERS, did_you_mean
 
 # Every torch.optim optimizer, usable by its class name.
@@ -38,7 +39,7 @@ ENTRY_KEYS = ("params", "scheduler", "clip_grad")
 
 class Optimizers:
     """The named optimizers of a run with their schedulers, gradient clipping, AMP loss
-    scaling and gradient accumulation.
+    scaling, gradient accumulation and the `skip` non-finite policy.
 
     One GradScaler serves every optimizer (float16 AMP): each `scaler.step(opt)` skips that
     optimizer's step when its gradients hold inf/NaN, and the scale is updated once per
@@ -48,14 +49,23 @@ class Optimizers:
     def __init__(self, optimizers: dict[str, torch.optim.Optimizer],
                  clip_grad: dict[str, dict] | None = None,
                  schedulers: dict[str, torch.optim.lr_scheduler.LRScheduler] | None = None,
-                 scaler: torch.amp.GradScaler | None = None):
+                 scaler: torch.amp.GradScaler | None = None,
+                 skip_nonfinite: bool = False, max_skips: int = 10):
         self.optimizers = optimizers
         self.clip_grad = clip_grad or {}
         self.schedulers = schedulers or {}
         self.scaler = scaler
         self.ddp_networks: list = []  # DDP wrappers kept in no_sync() while accumulating
-        self.grad_norms: dict[str, torch.Tensor] = {}  # last pre-clip norm, on the device
+        self.grad_norms: dict[str, torch.Tensor] = {}  # this iteration's pre-clip norms, on the device
+        self.measure_grad_norms = False  # also without clipping (set by the LoggerHook on logged iterations)
         self._micro_step, self._micro_steps = 0, 1
+        # train.nan_policy: skip
+        self.skip_nonfinite = skip_nonfinite
+        self.max_skips = max_skips
+        self.skipped_steps = 0  # optimizer steps skipped for a non-finite loss, over the run
+        self._consecutive_skips = 0  # iterations in a row with a skipped step
+        self._skipped_this_iteration = False
+        self._finite: dict[str, torch.Tensor] = {}  # per optimizer, over the micro-batches
 
     @property
     def names(self) -> list[str]:
@@ -64,7 +74,7 @@ class Optimizers:
     def _resolve(self, name: str | None) -> str:
         if name is None:
             if len(self.optimizers) != 1:
-                raise ValueError(f"several optimizers ({', '.join(self.optimizers)}): name the one to step")
+                raise ValueError(f"several optimizers ({', '.join(self.optimizers)}): name the one to update")
             return next(iter(self.optimizers))
         if name not in self.optimizers:
             raise KeyError(f"no optimizer named '{name}' (have: {', '.join(self.optimizers)})")
@@ -72,9 +82,6 @@ class Optimizers:
 
     def params(self, name: str | None = None) -> list[nn.Parameter]:
         return [p for group in self.optimizers[self._resolve(name)].param_groups for p in group["params"]]
-
-    def zero_grad(self, name: str | None = None) -> None:
-        self.optimizers[self._resolve(name)].zero_grad(set_to_none=True)
 
     @contextmanager
     def micro_step(self, index: int, total: int):
@@ -94,34 +101,73 @@ class Optimizers:
             finally:
                 self._micro_step, self._micro_steps = 0, 1
 
-    def step(self, loss: torch.Tensor, name: str | None = None) -> None:
-        """zero_grad -> backward -> (unscale) -> clip -> step, for the optimizer `name`."""
+    def update(self, loss: torch.Tensor, name: str | None = None) -> None:
+        """Update the network(s) of optimizer `name` from `loss`: zero_grad (first micro-batch)
+        -> scaled backward -> on the last micro-batch: unscale -> clip -> step."""
         name = self._resolve(name)
         optimizer = self.optimizers[name]
-        if self._micro_step == 0:
+        first, last = self._micro_step == 0, self._micro_step == self._micro_steps - 1
+        if first:
             optimizer.zero_grad(set_to_none=True)
+        if self.skip_nonfinite:
+            finite = torch.isfinite(loss.detach())
+            self._finite[name] = finite if first else self._finite[name] & finite
         if self._micro_steps > 1:
             loss = loss / self._micro_steps
         if self.scaler is not None:
             loss = self.scaler.scale(loss)
         with torch.autocast(device_type=loss.device.type, enabled=False):  # backward in the forward's dtypes
             loss.backward()
-        if self._micro_step < self._micro_steps - 1:
+        if not last:
             return
+        if self.skip_nonfinite and not self._agree_finite(name):
+            optimizer.zero_grad(set_to_none=True)
+            self.skipped_steps += 1
+            self._skipped_this_iteration = True
+            return
+        self._step(name, optimizer)
+
+    def _agree_finite(self, name: str) -> bool:
+        """Whether every rank's loss for `name` was finite (one sync: the skip policy's cost)."""
+        flag = self._finite.pop(name).to(torch.int32)
+        return bool(all_reduce_min(flag).item())
+
+    def _step(self, name: str, optimizer: torch.optim.Optimizer) -> None:
         clip = self.clip_grad.get(name)
-        if clip:
+        if clip or self.measure_grad_norms:
             if self.scaler is not None:
-                self.scaler.unscale_(optimizer)  # clip the true gradients, not the scaled ones
-            self.grad_norms[name] = nn.utils.clip_grad_norm_(self.params(name), **clip)
+                self.scaler.unscale_(optimizer)  # clip/measure the true gradients, not the scaled ones
+            if clip:
+                self.grad_norms[name] = nn.utils.clip_grad_norm_(self.params(name), **clip)
+            else:
+                grads = [p.grad for p in self.params(name) if p.grad is not None]
+                self.grad_norms[name] = nn.utils.get_total_norm(grads)
         if self.scaler is not None:
             self.scaler.step(optimizer)
         else:
             optimizer.step()
 
-    def end_iteration(self) -> None:
-        """Once per iteration, after every optimizer has stepped: update the loss scale."""
+    def end_iteration(self) -> bool:
+        """Once per iteration, after every optimizer has stepped: update the loss scale; under
+        the skip policy, raise after too many iterations in a row with a skipped step.
+        Returns whether a step of this iteration was skipped for a non-finite loss."""
         if self.scaler is not None:
             self.scaler.update()
+        if not self.skip_nonfinite:
+            return False
+        skipped, self._skipped_this_iteration = self._skipped_this_iteration, False
+        self._consecutive_skips = self._consecutive_skips + 1 if skipped else 0
+        if self._consecutive_skips > self.max_skips:
+            raise NonFiniteError(
+                f"training diverged: the loss was not finite in {self._consecutive_skips} iterations in a row "
+                f"(train.nan_policy=skip allows {self.max_skips}, train.nan_max_skips); "
+                "checkpoints and best.pth from before it are kept")
+        return skipped
+
+    def take_grad_norms(self) -> dict[str, torch.Tensor]:
+        """This iteration's gradient norms (clipped or measured optimizers), then forgotten."""
+        norms, self.grad_norms = self.grad_norms, {}
+        return norms
 
     def step_schedulers(self) -> None:
         for scheduler in self.schedulers.values():
@@ -137,6 +183,7 @@ class Optimizers:
         state = {
             "optimizers": {n: o.state_dict() for n, o in self.optimizers.items()},
             "schedulers": {n: s.state_dict() for n, s in self.schedulers.items()},
+            "skipped_steps": self.skipped_steps,
         }
         if self.scaler is not None:
             state["scaler"] = self.scaler.state_dict()
@@ -149,6 +196,7 @@ class Optimizers:
             sched.load_state_dict(state["schedulers"][name])
         if self.scaler is not None and "scaler" in state:
             self.scaler.load_state_dict(state["scaler"])
+        self.skipped_steps = state.get("skipped_steps", 0)
 
 
 def _select_params(task: nn.Module, selector, path: str) -> list[nn.Parameter]:
@@ -169,7 +217,8 @@ def _select_params(task: nn.Module, selector, path: str) -> list[nn.Parameter]:
     return params
 
 
-def build_optimizers(cfg: Mapping, task: nn.Module, max_iters: int, scaler: torch.amp.GradScaler | None = None) -> Optimizers:
+def build_optimizers(cfg: Mapping, task: nn.Module, max_iters: int, scaler: torch.amp.GradScaler | None = None,
+                     skip_nonfinite: bool = False, max_skips: int = 10) -> Optimizers:
     """Build from the config's `optim` (one) or `optimizers` (by name) section."""
     from framework.engine.schedulers import build_scheduler
 
@@ -210,4 +259,4 @@ def build_optimizers(cfg: Mapping, task: nn.Module, max_iters: int, scaler: torc
             f"{', '.join(task.required_optimizers)}; missing {', '.join(missing)} "
             f"(declare them under optimizers:, each with params: <submodule>)"
         )
-    return Optimizers(optimizers, clips, schedulers, scaler)
+    return Optimizers(optimizers, clips, schedulers, scaler, skip_nonfinite, max_skips)

@@ -34,7 +34,6 @@ from __future__ import annotations
 import json
 import logging
 import re
-import types
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,6 +42,7 @@ import torch
 from torch import nn
 
 from framework.engine.checkpoint import atomic_write_bytes, read_weights_file
+from framework.engine.network_settings import configured_networks
 from framework.errors import CheckpointError, ConfigError
 from framework.registry import did_you_mean
 
@@ -65,7 +65,7 @@ class LoadSpec:
     min_loaded_ratio: float = 0.0
 
     @classmethod
-    def from_config(cls, value, path: str) -> "LoadSpec":
+    def from_config(cls, value, path: str) -> LoadSpec:
         if isinstance(value, (str, Path)):
             value = {"checkpoint": str(value)}
         if not isinstance(value, Mapping):
@@ -106,6 +106,7 @@ class LoadReport:
     unexpected: list[dict] = field(default_factory=list)  # {key, source, shape}
     shape_mismatched: list[dict] = field(default_factory=list)  # {key, source, checkpoint_shape, model_shape}
     outside_prefix: int = 0  # tensors of the file not under `prefix`: not considered
+    module_counters: int = 0  # BatchNorm num_batches_tracked of the module: not counted as loaded weights
 
     def counts(self) -> dict[str, int]:
         return {"loaded": len(self.loaded), "missing": len(self.missing), "unexpected": len(self.unexpected),
@@ -113,8 +114,13 @@ class LoadReport:
                 "module_tensors": self.module_tensors}
 
     @property
+    def loaded_learned(self) -> int:
+        """Loaded tensors other than BatchNorm's step counters (which every BN network shares)."""
+        return sum(not is_counter(e["key"]) for e in self.loaded)
+
+    @property
     def loaded_ratio(self) -> float:
-        return len(self.loaded) / max(self.module_tensors, 1)
+        return self.loaded_learned / max(self.module_tensors - self.module_counters, 1)
 
     def to_json(self) -> dict:
         return {"checkpoint": self.spec.checkpoint, "prefix": self.spec.prefix, "rename": self.spec.rename,
@@ -122,7 +128,8 @@ class LoadReport:
                 "missing": self.missing, "unexpected": self.unexpected, "shape_mismatched": self.shape_mismatched}
 
     def table(self) -> str:
-        rows = [("loaded", len(self.loaded), f"{self.loaded_ratio:.0%} of the module's {self.module_tensors} tensors"),
+        rows = [("loaded", len(self.loaded), f"{self.loaded_ratio:.0%} of the module's "
+                 f"{self.module_tensors - self.module_counters} tensors besides BatchNorm counters"),
                 ("missing", len(self.missing), _examples(self.missing, lambda e: f"{e['key']} {e['shape']}")),
                 ("unexpected", len(self.unexpected), _examples(self.unexpected, lambda e: f"{e['source']} {e['shape']}")),
                 ("shape mismatch", len(self.shape_mismatched), _examples(
@@ -168,6 +175,10 @@ def weights_in_file(path: str) -> dict[str, torch.Tensor]:
     return tensors
 
 
+def is_counter(key: str) -> bool:
+    return key.endswith("num_batches_tracked")
+
+
 def _without_wrappers(key: str) -> str:
     return ".".join(p for p in key.split(".") if p not in WRAPPER_COMPONENTS)
 
@@ -179,7 +190,7 @@ def match_weights(weights: Mapping[str, torch.Tensor], own: Mapping[str, torch.T
     A file key goes through: prefix selection, the rename rules, then matching against the
     module's keys, exactly or with `module.`/`_orig_mod.` components ignored on both sides.
     """
-    report = LoadReport(target=target, spec=spec, module_tensors=len(own))
+    report = LoadReport(target=target, spec=spec, module_tensors=len(own), module_counters=sum(map(is_counter, own)))
     by_plain_name: dict[str, str] = {}
     ambiguous = set()
     for key in own:
@@ -228,61 +239,16 @@ def load_into(module: nn.Module, spec: LoadSpec, target: str) -> LoadReport:
     where = f"{target} <- {spec.checkpoint}"
     if spec.strict and report.problems():
         raise CheckpointError(f"{where} (strict): {report.problems()}")
-    if not selected:
-        raise CheckpointError(f"{where}: no tensor matched the module's names and shapes "
+    if not report.loaded_learned:  # BatchNorm counters alone carry nothing learned
+        only = " but BatchNorm num_batches_tracked counters" if selected else ""
+        raise CheckpointError(f"{where}: no tensor{only} matched the module's names and shapes "
                               f"({report.problems() or 'nothing under the prefix'}); check prefix and rename")
     if report.loaded_ratio < spec.min_loaded_ratio:
-        raise CheckpointError(f"{where}: loaded {len(report.loaded)} of {report.module_tensors} tensors "
-                              f"({report.loaded_ratio:.0%}), below min_loaded_ratio {spec.min_loaded_ratio:g}")
+        learned = report.module_tensors - report.module_counters
+        raise CheckpointError(f"{where}: loaded {report.loaded_learned} of {learned} tensors besides BatchNorm "
+                              f"counters ({report.loaded_ratio:.0%}), below min_loaded_ratio {spec.min_loaded_ratio:g}")
     module.load_state_dict(selected, strict=False)
     return report
-
-
-# ----------------------------------------------------------------------------- network settings
-
-
-def configured_networks(task: nn.Module) -> list[tuple[str, nn.Module, dict]]:
-    """(name in the task, network, settings) of every network whose node had init/frozen/norm_eval."""
-    return [(name, module, module.network_settings) for name, module in task.named_modules()
-            if getattr(module, "network_settings", None)]
-
-
-def freeze_and_keep_eval(network: nn.Module, settings: dict) -> None:
-    """Apply `frozen` and `norm_eval`: no gradients for frozen submodules, and frozen submodules
-    and (with norm_eval) every BatchNorm kept in eval mode whenever the network is trained."""
-    path = settings["path"]
-    frozen = settings.get("frozen") or []
-    if frozen is True:
-        frozen = [""]
-    elif isinstance(frozen, str) or not isinstance(frozen, list):
-        raise ConfigError(f"{path}.frozen: expected a list of submodule names (or true), got {frozen!r}")
-    names = dict(network.named_modules())
-    for name in frozen:
-        if name not in names:
-            hint = did_you_mean(str(name), [n for n in names if n])
-            raise ConfigError(f"{path}.frozen: the network has no submodule '{name}'{hint}")
-        for p in names[name].parameters():
-            p.requires_grad_(False)
-    norm_eval = settings.get("norm_eval", False)
-    if not isinstance(norm_eval, bool):
-        raise ConfigError(f"{path}.norm_eval: expected true or false, got {norm_eval!r}")
-    if frozen or norm_eval:
-        network._kept_in_eval = (list(frozen), norm_eval)
-        # Bound to the network (not a closure over it), so deep copies (EMA) keep their own.
-        network.train = types.MethodType(_train_keeping_eval, network)
-        network.train(network.training)
-
-
-def _train_keeping_eval(network: nn.Module, mode: bool = True) -> nn.Module:
-    type(network).train(network, mode)
-    frozen, norm_eval = network._kept_in_eval
-    # Looked up by name at every call, so BatchNorms converted to SyncBatchNorm are covered.
-    kept = [network.get_submodule(name) for name in frozen]
-    if norm_eval:
-        kept += [m for m in network.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
-    for module in kept:
-        type(module).train(module, False)  # not module.eval(): that would call this again
-    return network
 
 
 def load_pretrained(task: nn.Module, load_from, work_dir: str | None, write_report: bool = True) -> list[LoadReport]:

@@ -27,7 +27,7 @@ class StopSignals:
         self._previous: dict = {}
         self._owner_pid = os.getpid()
 
-    def __enter__(self) -> "StopSignals":
+    def __enter__(self) -> StopSignals:
         if threading.current_thread() is threading.main_thread():
             for sig in STOP_SIGNALS:
                 self._previous[sig] = signal.signal(sig, self._handle)

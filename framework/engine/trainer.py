@@ -2,49 +2,64 @@
 
     trainer.fit():
         hook.before_train()                       for every hook, in priority order
-        for iter in range(start_iter, max_iters):
+        while iter < max_iters:
             hook.before_iter()
-            for each of train.accumulate micro-batches:
-                batch = next(train data), moved to the device
-                with autocast (amp.enabled), optim.micro_step(...):
-                    step_logs = task.train_step(batch, optim)   # the task calls optim.step(loss, name)
+            batches = train.accumulate batches, moved to the device
+            with autocast (amp.enabled):
+                step_logs = task.train_iteration(batches, optim)   # the task calls optim.update(loss, name)
             optim.end_iteration()                 # one GradScaler update per iteration
+            iter += 1
             hook.after_iter()                     Logger -> LRScheduler -> Eval -> Checkpoint -> user
-        hook.after_train()
+                (EvalHook, after evaluating: hook.after_eval(metrics) for every hook)
+        hook.after_train()                        always, also when the loop raised (`trainer.error`)
 
 One iteration is one optimizer step (of every optimizer the task uses); `max_iters`, the LR
-schedules and all intervals count iterations, whatever `accumulate` is.
+schedules and all intervals count iterations, whatever `accumulate` is. `trainer.iter` counts
+completed iterations: in after_iter the first call sees iter == 1.
+
+What hooks may read: `iter`, `max_iters`, `epoch`, `step_logs` (the iteration's detached loss
+terms, on the device), `data_time`, `iter_time`, `stop_signal`, `error`, `task`, `optim`,
+`writer` (TensorBoard on rank 0, None elsewhere), `work_dir`, `device`. Evaluation results reach
+hooks only through `after_eval(trainer, metrics)`. A hook keeps its own state and checkpoints it
+through `state_dict()` / `load_state_dict()` (see framework/engine/hooks.py).
 
 SIGTERM or SIGINT during an iteration ends the run after that iteration: its after_iter hooks
 run with `trainer.stop_signal` set (the CheckpointHook then saves whatever the interval), then
 after_train, and `fit` returns; tools/train.py exits with 128 + the signal number. A signal
 that arrives during the hooks is noticed after the next step. Under torchrun the ranks agree
 on stopping at the same iteration (a signal seen by any rank stops all).
-
-See framework/engine/hooks.py for what each built-in hook does and when.
 """
 
 from __future__ import annotations
 
 import logging
-import random
 import signal
 import time
+from typing import TYPE_CHECKING
 
-import numpy as np
 import torch
 from torch import nn
 
 import framework
 from framework.engine.dist import agree_on_stop, gather_by_rank, get_rank
-from framework.engine.evaluation import evaluate, move_to_device
+from framework.engine.evaluation import move_to_device
+from framework.engine.nonfinite import NonFiniteGuard
+from framework.engine.random_state import rng_state, set_rng_state
 from framework.engine.stop import StopSignals
+
+if TYPE_CHECKING:
+    from framework.engine.hooks import Hook
+    from framework.engine.optim import Optimizers
 
 logger = logging.getLogger("framework")
 
+# The checkpoint layout this version writes. 1 (framework 0.1): the best-metric record in
+# meta["best"], no hook states; still resumable.
+CHECKPOINT_FORMAT = 2
+
 
 class TrainData:
-    """An endless stream of training batches that counts epochs and the position in the epoch.
+    """An endless iterator of training batches that counts epochs and the position in the epoch.
 
     A new epoch re-seeds the sampler's order (`set_epoch`); resuming mid-epoch makes the
     sampler skip the samples already seen, so nothing is loaded to be thrown away.
@@ -60,123 +75,122 @@ class TrainData:
         self.epoch, self.batches_in_epoch = epoch, batches_in_epoch
         self._iterator = None
 
-    def next(self):
-        if self._iterator is None:
-            self.loader.sampler.set_epoch(self.epoch)
-            self.loader.sampler.set_start(self.batches_in_epoch * self.loader.batch_size)
-            self._iterator = iter(self.loader)
-        try:
-            batch = next(self._iterator)
-        except StopIteration:
-            self.epoch += 1
-            self.batches_in_epoch = 0
-            self._iterator = None
-            return self.next()
-        self.batches_in_epoch += 1
-        return batch
+    def __iter__(self) -> TrainData:
+        return self
+
+    def __next__(self):
+        while True:
+            if self._iterator is None:
+                self.loader.sampler.set_epoch(self.epoch)
+                self.loader.sampler.set_start(self.batches_in_epoch * self.loader.batch_size)
+                self._iterator = iter(self.loader)
+            try:
+                batch = next(self._iterator)
+            except StopIteration:
+                self.epoch += 1
+                self.batches_in_epoch = 0
+                self._iterator = None
+                continue
+            self.batches_in_epoch += 1
+            return batch
 
 
 class Trainer:
-    def __init__(self, task: nn.Module, optim, train_loader, val_loader, metrics: list, hooks: list,
-                 max_iters: int, work_dir: str, device: torch.device, config_text: str = "",
-                 writer=None, overrides: list[str] | tuple[str, ...] = (), accumulate: int = 1,
-                 amp_dtype: torch.dtype | None = None):
+    def __init__(self, task: nn.Module, optim: Optimizers, train_loader, hooks: list[Hook], max_iters: int,
+                 work_dir: str, device: torch.device, *, writer=None, accumulate: int = 1,
+                 amp_dtype: torch.dtype | None = None, nan_guard: NonFiniteGuard | None = None,
+                 config_text: str = "", overrides: list[str] | tuple[str, ...] = ()):
         self.task = task
         self.optim = optim
         self.data = TrainData(train_loader)
-        self.val_loader = val_loader
-        self.metrics = metrics
         self.hooks = sorted(hooks, key=lambda h: h.priority)
         self.max_iters = max_iters
         self.work_dir = work_dir
         self.device = device
-        self.config_text = config_text  # the resolved config, saved in every checkpoint
-        self.overrides = list(overrides)  # the command line's key=value overrides, likewise
         self.writer = writer  # a TensorBoard SummaryWriter on rank 0, None elsewhere
         self.accumulate = accumulate
         self.amp_dtype = amp_dtype  # None: full precision
+        self.nan_guard = nan_guard or NonFiniteGuard()
+        self.config_text = config_text  # the resolved config, saved in every checkpoint
+        self.overrides = list(overrides)  # the command line's key=value overrides, likewise
 
         self.iter = 0  # completed iterations
         self.step_logs: dict = {}
         self.data_time = 0.0
         self.iter_time = 0.0
-        self.last_metrics: dict[str, float] = {}
-        self.last_metrics_iter = -1
-        self.best: dict = {}
         self.stop_signal: signal.Signals | None = None  # set when SIGTERM/SIGINT ends the run early
+        self.error: BaseException | None = None  # what ended fit() with an exception, for after_train
 
     @property
     def epoch(self) -> int:
         return self.data.epoch
 
-    def _call_hooks(self, stage: str) -> None:
+    def call_hooks(self, stage: str, *args) -> None:
         for hook in self.hooks:
-            getattr(hook, stage)(self)
+            getattr(hook, stage)(self, *args)
 
     def fit(self) -> None:
         """Train to max_iters, or until SIGTERM/SIGINT (then `self.stop_signal` names it)."""
         self.task.train()
         with StopSignals() as stop:
-            self._call_hooks("before_train")
-            while self.iter < self.max_iters and self.stop_signal is None:
-                self._call_hooks("before_iter")
-                start = time.perf_counter()
-                self.step_logs = self._train_iteration()
-                self.iter += 1
-                self.iter_time = time.perf_counter() - start
-                # read once per iteration (and agreed across ranks), so every hook and rank agrees
-                self.stop_signal = agree_on_stop(stop.received)
-                self._call_hooks("after_iter")
-            self._call_hooks("after_train")
+            try:
+                self.call_hooks("before_train")
+                while self.iter < self.max_iters and self.stop_signal is None:
+                    self.call_hooks("before_iter")
+                    start = time.perf_counter()
+                    self.step_logs = self._train_iteration()
+                    self.iter += 1
+                    self.iter_time = time.perf_counter() - start
+                    # read once per iteration (and agreed across ranks), so every hook and rank agrees
+                    self.stop_signal = agree_on_stop(stop.received)
+                    self.call_hooks("after_iter")
+                self.ensure_finite()  # a run never ends "successfully" with diverged weights
+            except BaseException as err:
+                self.error = err
+                raise
+            finally:
+                self.call_hooks("after_train")  # flush writers, clear the progress bar, even on failure
 
     def _train_iteration(self) -> dict:
         """One optimizer step over `accumulate` micro-batches; returns the averaged step logs."""
-        summed: dict = {}
-        self.data_time = 0.0
-        for micro in range(self.accumulate):
-            fetch_start = time.perf_counter()
-            batch = move_to_device(self.data.next(), self.device)
-            self.data_time += time.perf_counter() - fetch_start
-            with self.optim.micro_step(micro, self.accumulate), \
-                    torch.autocast(self.device.type, dtype=self.amp_dtype, enabled=self.amp_dtype is not None):
-                logs = self.task.train_step(batch, self.optim)
-            for key, value in logs.items():
-                summed[key] = summed[key] + value if key in summed else value
-        self.optim.end_iteration()
-        logs = {k: v / self.accumulate for k, v in summed.items()} if self.accumulate > 1 else summed
-        logs.update({f"grad_norm_{name}" if len(self.optim.names) > 1 else "grad_norm": norm
-                     for name, norm in self.optim.grad_norms.items()})
+        fetch_start = time.perf_counter()
+        batches = [move_to_device(next(self.data), self.device) for _ in range(self.accumulate)]
+        self.data_time = time.perf_counter() - fetch_start
+        with torch.autocast(self.device.type, dtype=self.amp_dtype, enabled=self.amp_dtype is not None):
+            logs = self.task.train_iteration(batches, self.optim)
+        if self.optim.end_iteration():
+            logs = {}  # a skipped (non-finite) step: its values would only turn the averages into NaN
+        self.nan_guard.observe(self.iter + 1, logs)
+        several = len(self.optim.names) > 1
+        logs.update({f"grad_norm_{name}" if several else "grad_norm": norm
+                     for name, norm in self.optim.take_grad_norms().items()})
         return logs
 
-    def evaluate(self, num_images: int = 0) -> dict[str, float]:
-        """Metrics on the validation loader; the first batch's visualisation goes to TensorBoard."""
-
-        def write_images(i: int, batch: dict, outputs: dict) -> None:
-            if i == 0 and num_images and self.writer is not None:
-                for tag, image in self.task.visualize(batch, outputs, num_images).items():
-                    self.writer.add_image(f"val/{tag}", image, self.iter)
-
-        return evaluate(self.task, self.val_loader, self.metrics, self.device, on_batch=write_images)
+    def ensure_finite(self) -> None:
+        """Raise NonFiniteError when a loss was not finite since the last check (on every rank
+        at once: a collective). Hooks call it before anything is logged, evaluated or saved."""
+        self.nan_guard.check(self.iter)
 
     # ------------------------------------------------------------------ checkpoint state
 
     def state_dict(self) -> dict:
         """Everything an exact resume needs, as tensors and plain containers (weights_only-loadable):
 
-        meta   counters (iteration, epoch, batches consumed in the epoch), the best metric so
-               far, the resolved config and command-line overrides, framework and torch versions
+        meta   counters (iteration, epoch, batches consumed in the epoch), the checkpoint format,
+               the resolved config and command-line overrides, framework and torch versions
         task   every network (and EMA copy) of the task
         optim  every optimizer and scheduler (see Optimizers.state_dict)
+        hooks  {hook key: its state_dict()} for hooks that keep state (e.g. the best metric)
         rng    {rank: python, numpy, torch CPU and CUDA generator states}
 
         Under DDP every rank must call this (the random states are gathered); rank 0 saves.
         """
         return {
             "meta": {
+                "format": CHECKPOINT_FORMAT,
                 "iter": self.iter,
                 "epoch": self.data.epoch,
                 "batches_in_epoch": self.data.batches_in_epoch,
-                "best": dict(self.best),
                 "framework_version": framework.__version__,
                 "torch_version": str(torch.__version__),
                 "config": self.config_text,
@@ -184,6 +198,7 @@ class Trainer:
             },
             "task": self.task.state_dict(),
             "optim": self.optim.state_dict(),
+            "hooks": {key: state for key, hook in self._keyed_hooks() if (state := hook.state_dict())},
             "rng": gather_by_rank(rng_state()),
         }
 
@@ -193,7 +208,12 @@ class Trainer:
         self.optim.load_state_dict(state["optim"])
         self.iter = meta["iter"]
         self.data.seek(meta["epoch"], meta["batches_in_epoch"])
-        self.best = dict(meta.get("best") or {})
+        hook_states = state.get("hooks")
+        if hook_states is None:  # format 1 kept the best-metric record in meta
+            hook_states = {"CheckpointHook": {"best": meta.get("best") or {}}}
+        for key, hook in self._keyed_hooks():
+            if key in hook_states:
+                hook.load_state_dict(hook_states[key])
         rank = get_rank()
         if rank in state["rng"]:
             set_rng_state(state["rng"][rank])
@@ -201,29 +221,10 @@ class Trainer:
             logger.warning(f"warning: the checkpoint has no random state for rank {rank} (it has ranks "
                            f"{sorted(state['rng'])}); this rank keeps its fresh seed, so the resume is not exact")
 
-
-def rng_state() -> dict:
-    """Random generator states as tensors and ints (loadable with weights_only=True)."""
-    _, keys, pos, has_gauss, gauss = np.random.get_state()
-    py_version, py_state, py_gauss = random.getstate()
-    state = {
-        "python": [py_version, list(py_state), py_gauss],
-        "numpy": torch.from_numpy(keys.astype(np.int64)),
-        "numpy_pos": int(pos),
-        "numpy_gauss": [int(has_gauss), float(gauss)],
-        "torch": torch.get_rng_state(),
-    }
-    if torch.cuda.is_available():
-        state["cuda"] = torch.cuda.get_rng_state_all()
-    return state
-
-
-def set_rng_state(state: dict) -> None:
-    py_version, py_state, py_gauss = state["python"]
-    random.setstate((py_version, tuple(py_state), py_gauss))
-    has_gauss, gauss = state["numpy_gauss"]
-    np.random.set_state(("MT19937", state["numpy"].numpy().astype(np.uint32), state["numpy_pos"],
-                         int(has_gauss), gauss))
-    torch.set_rng_state(state["torch"])
-    if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
+    def _keyed_hooks(self):
+        """(key, hook): the class name, with `#2`, `#3` for further hooks of the same class."""
+        seen: dict[str, int] = {}
+        for hook in self.hooks:
+            name = type(hook).__name__
+            seen[name] = seen.get(name, 0) + 1
+            yield (name if seen[name] == 1 else f"{name}#{seen[name]}"), hook

@@ -15,7 +15,7 @@ from PIL import Image
 from framework.config import import_custom_modules, load_config, to_plain
 from framework.data.folder import IMAGE_SUFFIXES
 from framework.engine import checkpoint as ckpt
-from framework.errors import CheckpointError, DataError
+from framework.errors import DataError
 from framework.registry import TASKS
 
 
@@ -29,11 +29,7 @@ def load_trained_task(config: str, checkpoint: str | None, overrides=(), device:
     task = TASKS.build(plain["task"], path="task")
     if checkpoint is not None:
         state = ckpt.load_checkpoint(checkpoint)  # a training checkpoint, read with weights_only
-        try:
-            task.load_state_dict(state["task"])
-        except RuntimeError as err:
-            reason = " ".join(str(err).split())[:300]
-            raise CheckpointError(f"{checkpoint} does not fit the task of {config}: {reason}") from err
+        ckpt.load_task_weights(task, state, checkpoint)
     return task.to(device or torch.device("cpu")).eval(), plain
 
 

@@ -17,7 +17,7 @@ The generator losses are the non-saturating forms. wgan-gp also needs the gradie
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F

@@ -14,8 +14,10 @@ on every rank (a second sync would add the totals again).
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
@@ -36,7 +38,7 @@ class Metric(ABC):
         for name, default in self._defaults.items():
             setattr(self, name, default.to(getattr(self, name).device, copy=True))
 
-    def to(self, device: torch.device | str) -> "Metric":
+    def to(self, device: torch.device | str) -> Metric:
         for name, state in self.states().items():
             setattr(self, name, state.to(device))
         return self
@@ -46,6 +48,10 @@ class Metric(ABC):
         for state in self.states().values():
             all_reduce(state)
 
+    def use_dataset(self, dataset, path: str, dataset_path: str) -> None:  # noqa: B027 (optional)
+        """Adopt what the evaluation dataset says about its labels (class names); `path` is the
+        metric's config path and `dataset_path` the dataset's, for error messages."""
+
     @abstractmethod
     def update(self, outputs: dict[str, Any]) -> None:
         """Add one batch; `outputs` is what the task's val_step returned. No host syncs here."""
@@ -53,3 +59,29 @@ class Metric(ABC):
     @abstractmethod
     def compute(self) -> dict[str, float]:
         """The metric values as python floats (the only place they reach the host)."""
+
+    def images(self) -> dict[str, torch.Tensor]:
+        """Pictures of the accumulated state ({name: 3 x H x W float in [0, 1]}), e.g. a
+        confusion matrix; read after `sync`, like `compute`. None by default."""
+        return {}
+
+
+# Metric names: "mIoU" is a summary value, "IoU.cat" a per-class one (metric.class).
+def is_per_class(key: str) -> bool:
+    return "." in key
+
+
+def summary_values(metrics: dict[str, float]) -> dict[str, float]:
+    """The summary values of a result, without the per-class ones."""
+    return {k: v for k, v in metrics.items() if not is_per_class(k)}
+
+
+def json_safe(metrics: dict[str, float]) -> dict[str, float | None]:
+    """NaN (a class absent from the data) as None, which JSON can hold."""
+    return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in metrics.items()}
+
+def fit_metrics_to_dataset(metrics: list, dataset, dataset_path: str) -> None:
+    """Let every metric adopt the evaluation dataset's label names, before anything is evaluated."""
+    for i, metric in enumerate(metrics):
+        if hasattr(metric, "use_dataset"):
+            metric.use_dataset(dataset, f"metrics[{i}]", dataset_path)

@@ -146,7 +146,7 @@ class TorchvisionInceptionFeatures(nn.Module):
         self.register_buffer("mean", torch.tensor(IMAGENET_MEAN).view(1, 3, 1, 1), persistent=False)
         self.register_buffer("std", torch.tensor(IMAGENET_STD).view(1, 3, 1, 1), persistent=False)
 
-    def train(self, mode: bool = True) -> "TorchvisionInceptionFeatures":
+    def train(self, mode: bool = True) -> TorchvisionInceptionFeatures:
         return super().train(False)  # batch-norm statistics stay the pretrained ones
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
@@ -172,8 +172,6 @@ class FID(Metric):
 
     def __init__(self, weights_path: str | None = None, extractor: str = "fid-inception", feature: int = 2048):
         super().__init__()
-        from torchmetrics.image.fid import FrechetInceptionDistance
-
         if extractor not in FID_EXTRACTORS:
             raise ValueError(f"extractor: unknown '{extractor}' (choose one of {', '.join(FID_EXTRACTORS)})")
         if not weights_path:
@@ -182,16 +180,20 @@ class FID(Metric):
         weights_path = os.path.expanduser(str(weights_path))
         if not os.path.isfile(weights_path):
             raise ValueError(f"weights_path: Inception weights file not found: {weights_path}")
+        if extractor == "fid-inception":
+            try:  # before torchmetrics' FID (a slow import) is built on top of it
+                import torch_fidelity  # noqa: F401
+            except ImportError as err:
+                raise ValueError("extractor fid-inception needs the torch-fidelity package, which is not installed: "
+                                 "pip install 'segan-framework[fid]' (or torch-fidelity); or use extractor: "
+                                 "torchvision with torchvision's Inception v3 weights file") from err
+        from torchmetrics.image.fid import FrechetInceptionDistance
+
         # sync_on_compute off: states are summed across ranks by `sync` (one all_reduce each).
         if extractor == "torchvision":
             self.fid = FrechetInceptionDistance(feature=TorchvisionInceptionFeatures(weights_path), normalize=True,
                                                 sync_on_compute=False)
             return
-        try:
-            import torch_fidelity  # noqa: F401
-        except ImportError as err:
-            raise ValueError("extractor fid-inception needs the torch-fidelity package (pip install torch-fidelity); "
-                             "or use extractor: torchvision with torchvision's Inception v3 weights file") from err
         self.fid = FrechetInceptionDistance(feature=feature, feature_extractor_weights_path=weights_path,
                                             normalize=True, sync_on_compute=False)
 
@@ -201,7 +203,7 @@ class FID(Metric):
     def reset(self) -> None:
         self.fid.reset()
 
-    def to(self, device: torch.device | str) -> "FID":
+    def to(self, device: torch.device | str) -> FID:
         self.fid.to(device)
         return self
 

@@ -6,8 +6,10 @@ from typing import Any
 
 import torch
 
+from framework.errors import ConfigError
 from framework.metrics.base import Metric
 from framework.registry import METRICS
+from framework.visualization.heatmap import heatmap
 
 
 @METRICS.register()
@@ -17,7 +19,9 @@ class SegmentationMetrics(Metric):
     Reads `outputs["pred"]` and `outputs["target"]` (N x H x W int64 class ids; target pixels
     equal to `ignore_index` are skipped). Predictions must be class ids in [0, num_classes).
 
-    Keys: `mIoU`, `mAcc`, `aAcc`, `IoU.<class>`, `Acc.<class>` (class names default to "0", "1", ...).
+    Keys: `mIoU`, `mAcc`, `aAcc`, `IoU.<class>`, `Acc.<class>`. Class names: the evaluation
+    dataset's (`class_names` of a SegmentationDataset); given here, they must equal the dataset's;
+    "0", "1", ... when neither has them.
     - IoU.c = TP / (TP + FP + FN); Acc.c = TP / (TP + FN) (per-class recall); aAcc = correct / all pixels.
     - A class with no pixels in the ground truth AND none in the predictions has IoU NaN and is
       left out of mIoU. A class with no ground-truth pixel has Acc NaN (recall is undefined) and
@@ -33,9 +37,23 @@ class SegmentationMetrics(Metric):
             raise ValueError(f"{len(class_names)} class_names for num_classes={num_classes}")
         self.num_classes = num_classes
         self.ignore_index = ignore_index
+        self.names_given = class_names is not None
         self.class_names = [str(name) for name in class_names] if class_names else [str(c) for c in range(num_classes)]
         # confusion[t, p]: pixels of ground-truth class t predicted as class p.
         self.add_state("confusion", torch.zeros(num_classes, num_classes, dtype=torch.int64))
+
+    def use_dataset(self, dataset, path: str, dataset_path: str) -> None:
+        names = getattr(dataset, "class_names", None)
+        if names is None:
+            return
+        names = [str(name) for name in names]
+        if len(names) != self.num_classes:
+            raise ConfigError(f"{path}.num_classes: {self.num_classes}, but {dataset_path} has {len(names)} "
+                              f"classes ({', '.join(names)})")
+        if self.names_given and names != self.class_names:
+            raise ConfigError(f"{path}.class_names: [{', '.join(self.class_names)}] differ from {dataset_path}'s "
+                              f"classes [{', '.join(names)}]; leave them out to use the dataset's")
+        self.class_names = names
 
     def update(self, outputs: dict[str, Any]) -> None:
         pred, target = outputs["pred"], outputs["target"]
@@ -67,3 +85,10 @@ class SegmentationMetrics(Metric):
         values.update({f"IoU.{name}": v for name, v in zip(self.class_names, iou.tolist())})
         values.update({f"Acc.{name}": v for name, v in zip(self.class_names, acc.tolist())})
         return values
+
+    def images(self) -> dict[str, torch.Tensor]:
+        """The confusion matrix, each ground-truth row normalised to 1 (row t, column p: the share
+        of class t's pixels predicted as p), as a heatmap: a perfect model is a bright diagonal."""
+        confusion = self.confusion.double()
+        rows = confusion / confusion.sum(dim=1, keepdim=True).clamp(min=1)
+        return {"confusion_matrix": heatmap(rows.float())}

@@ -7,7 +7,7 @@ holds the ResNet's layers (conv1 ... layer4, without avgpool/fc).
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from torch import nn

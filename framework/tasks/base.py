@@ -2,27 +2,56 @@
 
 A Task is an nn.Module holding its networks (and losses). The engine calls only:
 
+    train_iteration(batches, optim) -> dict of detached scalar tensors to log, averaged over the
+                             micro-batches (`len(batches)` is train.accumulate). The default runs
+                             `train_step` on each micro-batch; a task whose optimizers must see all
+                             micro-batches in another order (a GAN: every D micro-batch, the D
+                             step, then the G ones) overrides it.
     train_step(batch, optim) -> dict of detached scalar tensors to log (`loss`, `loss_ce`, ...)
     val_step(batch)          -> outputs that the run's metrics read (e.g. pred, target)
     visualize(batch, outputs, max_images) -> {tag: 3xHxW float image in [0, 1]} for TensorBoard
     save_visuals(batch, outputs, folder)  -> writes viewable images (tools/test.py --show-dir)
+    diagnose(logged)         -> warnings from the logs averaged over a log interval (default none)
     networks()               -> {name: module} trained by the optimizers (each DDP-wrapped apart)
-    required_optimizers      names the task passes to optim.step (checked when optimizers are built)
+    required_optimizers      names the task passes to optim.update (checked when optimizers are built)
 
-A task never calls backward, zero_grad or an optimizer's step: `optim.step(loss, name)` does.
+A task never calls backward, zero_grad or an optimizer's step: `optim.update(loss, name)` does
+(see `UpdatesNetworks` for everything a task may call on `optim`).
 """
 
 from __future__ import annotations
 
 from contextlib import contextmanager
+from typing import Protocol
 
+import torch
 from torch import nn
+
+
+class UpdatesNetworks(Protocol):
+    """What a task may call on the `optim` object the engine passes (framework/engine/optim.py)."""
+
+    names: list[str]
+
+    def update(self, loss: torch.Tensor, name: str | None = None) -> None:
+        """Backward `loss` and step optimizer `name` (the only one when None), with accumulation,
+        loss scaling and clipping handled."""
+
+    def micro_step(self, index: int, total: int):
+        """Context for micro-batch `index` of `total` within one optimizer step."""
 
 
 class Task(nn.Module):
     required_optimizers: tuple[str, ...] = ()
 
-    def train_step(self, batch: dict, optim) -> dict:
+    def train_iteration(self, batches: list[dict], optim: UpdatesNetworks) -> dict:
+        logs = []
+        for index, batch in enumerate(batches):
+            with optim.micro_step(index, len(batches)):
+                logs.append(self.train_step(batch, optim))
+        return average_logs(logs)
+
+    def train_step(self, batch: dict, optim: UpdatesNetworks) -> dict:
         raise NotImplementedError
 
     def val_step(self, batch: dict) -> dict:
@@ -31,6 +60,10 @@ class Task(nn.Module):
     def visualize(self, batch: dict, outputs: dict, max_images: int) -> dict:
         return {}
 
+    def diagnose(self, logged: dict[str, float]) -> list[str]:
+        """Warnings read from the logs averaged over a log interval (e.g. a GAN's collapse)."""
+        return []
+
     def save_visuals(self, batch: dict, outputs: dict, folder) -> None:
         pass
 
@@ -38,6 +71,19 @@ class Task(nn.Module):
         """Submodules with trainable parameters (an EMA copy or a loss has none)."""
         return {name: module for name, module in self.named_children()
                 if any(p.requires_grad for p in module.parameters())}
+
+
+def average_logs(logs: list[dict]) -> dict:
+    """Each key's mean over the micro-batches that logged it."""
+    if len(logs) == 1:
+        return logs[0]
+    sums: dict = {}
+    counts: dict = {}
+    for entry in logs:
+        for key, value in entry.items():
+            sums[key] = sums[key] + value if key in sums else value
+            counts[key] = counts.get(key, 0) + 1
+    return {key: value / counts[key] for key, value in sums.items()}
 
 
 def unwrap(module: nn.Module) -> nn.Module:

@@ -4,13 +4,20 @@ One training iteration (one batch):
 
     fake = generator(input or noise)
     D step:  loss_d_real + loss_d_fake (+ loss_d_gp) on real and fake.detach()
-             optim.step(loss_d, "discriminator")
+             optim.update(loss_d, "discriminator")
     G step:  every `d_steps_per_g_step`-th iteration, with the discriminator frozen
              (its parameters collect no gradients): loss_g_adv (+ loss_g_l1)
-             optim.step(loss_g, "generator"); then the EMA generator follows
+             optim.update(loss_g, "generator"); then the EMA generator follows
 
 The D step backpropagates through the detached fake only, so the G step's backward is the
 first and only one through the generator's graph (no retain_graph).
+
+With gradient accumulation (train.accumulate N), an iteration is: every micro-batch's D
+terms (fakes drawn without a graph), the D step; then every micro-batch's G terms, the G
+step, so the G step sees the discriminator after its update, as with one batch N times as
+large. The G phase draws each fake again from the same input or noise, replaying the random
+state (dropout) and keeping the generator's normalisation statistics as the D phase left them,
+so both phases see the same fakes.
 
 Two modes, chosen by `latent_dim`:
 - conditional (latent_dim null, e.g. pix2pix): batches hold "input" and "target" uint8 images;
@@ -29,9 +36,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import math
-from pathlib import Path
 
-import cv2
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -39,7 +44,10 @@ from torchvision.utils import make_grid
 
 from framework.losses.gan import GANLoss, gradient_penalty
 from framework.registry import TASKS
-from framework.tasks.base import Task, frozen, unwrap
+from framework.tasks.base import Task, average_logs, frozen, unwrap
+from framework.tasks.gan_health import GANHealth
+from framework.tasks.replay import random_state, replaying
+from framework.visualization.panels import side_by_side, stack_rows, write_named_pngs
 
 
 def to_signed(image: torch.Tensor) -> torch.Tensor:
@@ -50,12 +58,6 @@ def to_signed(image: torch.Tensor) -> torch.Tensor:
 def to_unit(image: torch.Tensor) -> torch.Tensor:
     """float [-1, 1] -> float [0, 1], clamped."""
     return ((image + 1) / 2).clamp(0, 1)
-
-
-def write_png(path: Path, image: torch.Tensor) -> None:
-    """3xHxW float [0, 1] RGB -> PNG."""
-    pixels = (image * 255).round().byte().permute(1, 2, 0).cpu().numpy()
-    cv2.imwrite(str(path), cv2.cvtColor(pixels, cv2.COLOR_RGB2BGR))
 
 
 @TASKS.register()
@@ -106,11 +108,12 @@ class GANTask(Task):
         if ema_decay is not None:
             # A submodule without trainable parameters: checkpointed, but in no optimizer.
             self.generator_ema = copy.deepcopy(generator).requires_grad_(False)
-        # Iterations (D updates) done. A buffer so it is checkpointed; mirrored in a python
-        # int so deciding on a G step never waits for the device.
+        # Iterations (D updates) done: counted in a python int so deciding on a G step never
+        # waits for the device, and stored in a buffer when saved so it is checkpointed.
         self.register_buffer("d_steps", torch.zeros((), dtype=torch.int64))
         self._d_steps: int | None = None
         self.register_load_state_dict_post_hook(lambda module, _: setattr(module, "_d_steps", None))
+        self.health = GANHealth(watch_d_loss=gan_loss != "wgan-gp")
         if latent_dim is not None:
             noise = torch.randn(num_fixed_samples, latent_dim, 1, 1, generator=torch.Generator().manual_seed(noise_seed))
             self.register_buffer("fixed_noise", noise)
@@ -121,30 +124,72 @@ class GANTask(Task):
 
     # ------------------------------------------------------------------ training
 
-    def train_step(self, batch: dict, optim) -> dict:
-        condition, real = self.unpack(batch)
+    def train_iteration(self, batches: list[dict], optim) -> dict:
         steps = self._count_d_step()
         g_step = steps % self.d_steps_per_g_step == 0
+        if len(batches) == 1:
+            logs = self._one_batch(batches[0], optim, g_step)
+        else:
+            logs = self._accumulated(batches, optim, g_step)
+        if g_step and self.ema_decay is not None:
+            self.update_ema(steps // self.d_steps_per_g_step)
+        return logs
+
+    def diagnose(self, logged: dict[str, float]) -> list[str]:
+        return self.health.check(logged)
+
+    def train_step(self, batch: dict, optim) -> dict:
+        """One whole iteration on one batch (a GAN's iteration is not a sum over micro-batches)."""
+        return self.train_iteration([batch], optim)
+
+    def _one_batch(self, batch: dict, optim, g_step: bool) -> dict:
+        condition, real = self.unpack(batch)
         # Without a G step this iteration, the generator's graph would only be thrown away.
         with contextlib.nullcontext() if g_step else torch.no_grad():
             fake = self.generator(self.generator_input(condition, real.shape[0], real.device))
         logs = self.discriminator_step(condition, real, fake.detach(), optim)
         if g_step:
             logs.update(self.generator_step(condition, real, fake, optim))
-            if self.ema_decay is not None:
-                self.update_ema(steps // self.d_steps_per_g_step)
+        return logs
+
+    def _accumulated(self, batches: list[dict], optim, g_step: bool) -> dict:
+        """All D micro-batches and the D step, then all G micro-batches and the G step."""
+        inputs = [self.unpack(batch) for batch in batches]
+        drawn, d_logs = [], []
+        for index, (condition, real) in enumerate(inputs):
+            with optim.micro_step(index, len(batches)):
+                noise_or_input = self.generator_input(condition, real.shape[0], real.device)
+                rng = random_state(real.device)
+                with torch.no_grad():
+                    fake = self.generator(noise_or_input)
+                drawn.append((noise_or_input, rng))
+                d_logs.append(self.discriminator_step(condition, real, fake, optim))
+        logs = average_logs(d_logs)
+        if g_step:
+            g_logs = []
+            for index, ((condition, real), (noise_or_input, rng)) in enumerate(zip(inputs, drawn)):
+                with optim.micro_step(index, len(batches)):
+                    with replaying(rng, unwrap(self.generator)):
+                        fake = self.generator(noise_or_input)
+                    g_logs.append(self.generator_step(condition, real, fake, optim))
+            logs.update(average_logs(g_logs))
         return logs
 
     def discriminator_step(self, condition, real: torch.Tensor, fake: torch.Tensor, optim) -> dict:
-        loss_real, loss_fake = self.gan_loss.discriminator(self.discriminate(condition, real),
-                                                           self.discriminate(condition, fake))
+        real_logits, fake_logits = self.discriminate(condition, real), self.discriminate(condition, fake)
+        loss_real, loss_fake = self.gan_loss.discriminator(real_logits, fake_logits)
         terms = {"loss_d_real": self.d_weight * loss_real, "loss_d_fake": self.d_weight * loss_fake}
         if self.gan_loss.needs_gradient_penalty:
             penalty = gradient_penalty(lambda image: self.discriminate(condition, image), real, fake)
             terms["loss_d_gp"] = self.gp_weight * penalty
         loss = sum(terms.values())
-        optim.step(loss, "discriminator")
-        return {"loss_d": loss.detach(), **{k: v.detach() for k, v in terms.items()}}
+        optim.update(loss, "discriminator")
+        logs = {"loss_d": loss.detach(), **{k: v.detach() for k, v in terms.items()}}
+        # What GANHealth watches: D's verdicts on real and fake, and how much fakes differ.
+        logs["d_real_logit"], logs["d_fake_logit"] = real_logits.detach().mean(), fake_logits.detach().mean()
+        if fake.shape[0] > 1:
+            logs["fake_spread"] = fake.detach().float().std(dim=0).mean()
+        return logs
 
     def generator_step(self, condition, real: torch.Tensor, fake: torch.Tensor, optim) -> dict:
         with frozen(self.discriminator) as discriminator:  # D collects no gradients here
@@ -153,7 +198,7 @@ class GANTask(Task):
         if self.l1_weight:
             terms["loss_g_l1"] = self.l1_weight * F.l1_loss(fake, real)
         loss = sum(terms.values())
-        optim.step(loss, "generator")
+        optim.update(loss, "generator")
         return {"loss_g": loss.detach(), **{k: v.detach() for k, v in terms.items()}}
 
     @torch.no_grad()
@@ -173,8 +218,12 @@ class GANTask(Task):
         if self._d_steps is None:  # first step, or just loaded from a checkpoint
             self._d_steps = int(self.d_steps)
         self._d_steps += 1
-        self.d_steps += 1
         return self._d_steps
+
+    def _save_to_state_dict(self, destination, prefix, keep_vars):
+        if self._d_steps is not None:  # the buffer follows the python counter when saved, not per step
+            self.d_steps.fill_(self._d_steps)
+        super()._save_to_state_dict(destination, prefix, keep_vars)
 
     # ------------------------------------------------------------------ shared pieces
 
@@ -221,20 +270,17 @@ class GANTask(Task):
         """Conditional: a row per sample of input | output | target. Unconditional: the
         generator's images for the fixed noise, in a square grid."""
         if self.conditional:
-            n = min(max_images, outputs["fake"].shape[0])
-            rows = torch.cat([outputs["input"][:n], outputs["fake"][:n], outputs["real"][:n]], dim=3)
-            return {"samples": torch.cat(list(rows), dim=1)}
+            panels = side_by_side(outputs["input"], outputs["fake"], outputs["real"])
+            return {"samples": stack_rows(panels, max_images)}
         samples = to_unit(self.eval_generator(self.fixed_noise))
         return {"samples": make_grid(samples, nrow=math.ceil(math.sqrt(samples.shape[0])), padding=2)}
 
     def save_visuals(self, batch: dict, outputs: dict, folder) -> None:
         """Conditional: <name>.png with input | output | target. Unconditional: fake_<index>.png."""
-        folder = Path(folder)
-        folder.mkdir(parents=True, exist_ok=True)
         if self.conditional:
-            panels = torch.cat([outputs["input"], outputs["fake"], outputs["real"]], dim=3)
-            for name, panel in zip(batch["name"], panels):
-                write_png(folder / f"{Path(str(name)).stem}.png", panel)
-            return
-        for index, image in zip(batch["index"].tolist(), outputs["fake"]):
-            write_png(folder / f"fake_{index:06d}.png", image)
+            panels = side_by_side(outputs["input"], outputs["fake"], outputs["real"])
+            write_named_pngs(folder, batch["name"], panels)
+        else:
+            names = [f"fake_{index:06d}" for index in batch["index"].tolist()]
+            write_named_pngs(folder, names, outputs["fake"])
+

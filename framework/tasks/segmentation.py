@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import cv2
 import torch
 from torch import nn
 
@@ -13,6 +10,7 @@ from framework.inference.settings import InferenceSettings
 from framework.registry import TASKS
 from framework.tasks.base import Task
 from framework.visualization.palette import colorize, default_palette
+from framework.visualization.panels import side_by_side, stack_rows, write_named_pngs
 
 
 @TASKS.register()
@@ -53,7 +51,7 @@ class SegmentationTask(Task):
         logits = self.model(self.normalize(batch["image"]))
         terms = self.loss_terms(logits, batch["mask"])
         loss = sum(terms.values())
-        optim.step(loss)
+        optim.update(loss)
         logs = {"loss": loss.detach()}
         if len(terms) > 1:
             logs.update({k: v.detach() for k, v in terms.items()})
@@ -70,19 +68,13 @@ class SegmentationTask(Task):
 
     def visualize(self, batch: dict, outputs: dict, max_images: int) -> dict:
         """One grid: a row per sample of image | ground truth | prediction."""
-        n = min(max_images, batch["image"].shape[0])
-        image = batch["image"][:n]
-        truth = colorize(outputs["target"][:n], self.palette, self.ignore_index)
-        pred = colorize(outputs["pred"][:n], self.palette, None)
-        rows = torch.cat([image, truth, pred], dim=3)  # side by side along the width
-        return {"predictions": torch.cat(list(rows), dim=1).float() / 255}
+        return {"predictions": stack_rows(self._panels(batch, outputs), max_images).float() / 255}
 
     def save_visuals(self, batch: dict, outputs: dict, folder) -> None:
         """For each image: <name>.png with image | ground truth | prediction, colour-coded."""
-        folder = Path(folder)
-        folder.mkdir(parents=True, exist_ok=True)
+        write_named_pngs(folder, batch["name"], self._panels(batch, outputs))
+
+    def _panels(self, batch: dict, outputs: dict) -> torch.Tensor:
         truth = colorize(outputs["target"], self.palette, self.ignore_index)
         pred = colorize(outputs["pred"], self.palette, None)
-        panels = torch.cat([batch["image"], truth, pred], dim=3).permute(0, 2, 3, 1).cpu().numpy()
-        for name, panel in zip(batch["name"], panels):
-            cv2.imwrite(str(folder / f"{Path(str(name)).stem}.png"), cv2.cvtColor(panel, cv2.COLOR_RGB2BGR))
+        return side_by_side(batch["image"], truth, pred)

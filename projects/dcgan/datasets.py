@@ -11,8 +11,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from framework.data import ImageDataset, SyntheticShapes
-from framework.data.folder import IMAGE_SUFFIXES, read_rgb_image, require_dir
+from framework.data import IMAGE_SUFFIXES, ImageDataset, SyntheticShapes, read_rgb_image, require_dir
 from framework.errors import DataError
 from framework.registry import DATASETS
 

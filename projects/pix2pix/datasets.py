@@ -14,8 +14,15 @@ from collections.abc import Sequence
 import cv2
 import numpy as np
 
-from framework.data import PairedImageDataset, SyntheticShapes
-from framework.data.folder import IMAGE_SUFFIXES, files_by_stem, read_rgb_image, require_all, require_dir
+from framework.data import (
+    IMAGE_SUFFIXES,
+    PairedImageDataset,
+    SyntheticShapes,
+    files_by_stem,
+    read_rgb_image,
+    require_all,
+    require_dir,
+)
 from framework.errors import DataError
 from framework.registry import DATASETS
 from framework.visualization.palette import default_palette

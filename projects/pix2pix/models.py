@@ -10,18 +10,19 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from framework.errors import ConfigError
+from framework.errors import DataError
 from framework.models import build_norm, init_gan_weights_
 from framework.registry import MODELS
 
 
 def check_divisible(image: torch.Tensor, levels: int, network: str, key: str) -> None:
-    """A clear error for an image size the stride-2 levels cannot halve down and back up."""
+    """A clear error for an image size the stride-2 levels cannot halve down and back up
+    (naming the network's own keyword; the config path is the caller's business)."""
     step = 2**levels
     height, width = image.shape[-2:]
     if height % step or width % step:
-        raise ConfigError(f"{network}: a {height}x{width} input is not a multiple of 2^{key}={step} pixels per side; "
-                          f"lower task.generator.{key} or resize the images")
+        raise DataError(f"{network}: a {height}x{width} input is not a multiple of 2^{key}={step} pixels per side; "
+                        f"lower {key} or resize the images")
 
 
 def _level_channels(base_channels: int, levels: int) -> list[int]:

@@ -12,7 +12,7 @@ import projects.dcgan  # noqa: F401  (registers the networks and datasets)
 from framework.engine.checkpoint import load_checkpoint
 from framework.errors import ConfigError, DataError
 from framework.registry import DATASETS, MODELS
-from support import REPO, call_tool
+from support import REPO, call_tool, train_run
 
 CONFIG = REPO / "projects/dcgan/configs/dcgan_shapes.yaml"
 TINY = [
@@ -25,10 +25,7 @@ TINY = [
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
-    work_dir = tmp_path_factory.mktemp("dcgan")
-    result = call_tool("train", "--config", CONFIG, "--work-dir", work_dir, *TINY)
-    assert result.returncode == 0, result.stderr
-    return work_dir
+    return train_run(tmp_path_factory.mktemp("dcgan"), CONFIG, *TINY)
 
 
 def test_sample_grids_of_the_fixed_noise_reach_tensorboard(trained):

@@ -11,9 +11,9 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 import framework  # noqa: F401
 import projects.pix2pix  # noqa: F401  (registers the networks and datasets)
 from framework.engine.checkpoint import load_checkpoint
-from framework.errors import ConfigError, DataError
+from framework.errors import DataError
 from framework.registry import DATASETS, MODELS
-from support import REPO, call_tool, run_tool
+from support import REPO, call_tool, named, run_tool, train_run
 
 CONFIG = REPO / "projects/pix2pix/configs/pix2pix_shapes.yaml"
 TINY = [
@@ -27,10 +27,7 @@ TINY = [
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
-    work_dir = tmp_path_factory.mktemp("pix2pix")
-    result = run_tool("train", "--config", CONFIG, "--work-dir", work_dir, *TINY)
-    assert result.returncode == 0, result.stderr
-    return work_dir
+    return train_run(tmp_path_factory.mktemp("pix2pix"), CONFIG, *TINY, runner=run_tool)
 
 
 def read_metrics(work_dir):
@@ -79,17 +76,18 @@ def test_test_tool_reproduces_the_last_evaluation_and_saves_panels(trained, tmp_
     assert len(panels) == 8 and cv2.imread(str(panels[0])).shape == (32, 3 * 32, 3)
 
 
-def test_resume_continues_exactly(trained, tmp_path):
-    straight = tmp_path / "straight"
+def test_resume_continues_exactly(tmp_path):
+    """Both runs in this process (one thread count): a resume is compared with the same arithmetic."""
+    straight, resumed_dir = tmp_path / "straight", tmp_path / "resumed"
     result = call_tool("train", "--config", CONFIG, "--work-dir", straight, *TINY, "train.val_interval=0")
     assert result.returncode == 0, result.stderr
-    resumed = call_tool("train", "--config", CONFIG, "--work-dir", trained, "--resume",
-                       trained / "checkpoints/iter_2.pth", *TINY, "train.val_interval=0")
+    resumed = call_tool("train", "--config", CONFIG, "--work-dir", resumed_dir, "--resume",
+                        straight / "checkpoints/iter_2.pth", *TINY, "train.val_interval=0")
     assert resumed.returncode == 0, resumed.stderr
     expected = load_checkpoint(straight / "checkpoints/iter_4.pth")["task"]
-    got = load_checkpoint(trained / "checkpoints/iter_4.pth")["task"]
+    got = load_checkpoint(resumed_dir / "checkpoints/iter_4.pth")["task"]
     for key, value in expected.items():
-        torch.testing.assert_close(got[key], value, atol=1e-6, rtol=0, msg=key)
+        torch.testing.assert_close(got[key], value, atol=1e-6, rtol=0, msg=named(key))
 
 
 @pytest.mark.parametrize("overrides, needles", [
@@ -125,7 +123,7 @@ def test_generators_keep_the_size_and_end_in_tanh(node):
 
 def test_an_image_size_the_generator_cannot_halve_is_a_config_error():
     generator = MODELS.build({"type": "UNetGenerator", "base_channels": 4, "num_downs": 6})
-    with pytest.raises(ConfigError, match=r"UNetGenerator: a 32x32 input is not a multiple of 2\^num_downs=64"):
+    with pytest.raises(DataError, match=r"UNetGenerator: a 32x32 input is not a multiple of 2\^num_downs=64"):
         generator(torch.randn(1, 3, 32, 32))
 
 

@@ -1,0 +1,134 @@
+"""Declarative type and range rules for config values; the table is `SCHEMA` in framework/config.py.
+
+A rule is called as `rule(value, key, errors)`: it appends one `key: ...` line per problem to
+`errors` (so every mistake of a config is reported at once) and returns the value to keep
+(an integral float becomes an int: `max_iters: 1e4` means 10000). `expects` says in words
+what the rule accepts; it is what an error line shows next to the value it got.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from framework.registry import did_you_mean
+
+REQUIRED = "???"  # OmegaConf's marker for a mandatory value
+
+
+def shown(value: Any, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+class Rule:
+    """A leaf rule: `test(value)` says whether `value` is acceptable, after `convert`."""
+
+    def __init__(self, expects: str, test: Callable[[Any], bool], convert: Callable[[Any], Any] = lambda v: v):
+        self.expects, self.test, self.convert = expects, test, convert
+
+    def accepts(self, value: Any) -> bool:
+        return self.test(self.convert(value))
+
+    def __call__(self, value: Any, key: str, errors: list[str]) -> Any:
+        if not self.accepts(value):
+            errors.append(f"{key}: expected {self.expects}, got {shown(value)}")
+            return value
+        return self.convert(value)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and not math.isnan(value)
+
+
+def _integral(value: Any) -> Any:
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+def integer(min: int) -> Rule:
+    return Rule(f"an integer >= {min}", lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= min,
+                convert=_integral)
+
+
+def number(min: float | None = None, above: float | None = None, max: float | None = None) -> Rule:
+    bounds = [f">= {min:g}" if min is not None else "", f"> {above:g}" if above is not None else "",
+              f"<= {max:g}" if max is not None else ""]
+    return Rule(" ".join(["a number", *filter(None, bounds)]),
+                lambda v: _is_number(v) and (min is None or v >= min) and (above is None or v > above)
+                and (max is None or v <= max))
+
+
+def one_of(*choices: Any) -> Rule:
+    return Rule(" or ".join(repr(c) if isinstance(c, str) else str(c).lower() for c in choices),
+                lambda v: any(v is c if isinstance(c, bool) or c is None else v == c and not isinstance(v, bool)
+                              for c in choices))
+
+
+boolean = Rule("true or false", lambda v: isinstance(v, bool))
+string = Rule("a string", lambda v: isinstance(v, str) and v != "")
+node = Rule("a component node like {type: Name, ...}",
+            lambda v: isinstance(v, Mapping) and isinstance(v.get("type"), str) and v["type"] != "")
+strings = Rule("a string or a list of strings",
+               lambda v: isinstance(v, str) or isinstance(v, list) and all(isinstance(s, str) for s in v))
+mapping = Rule("a mapping", lambda v: isinstance(v, Mapping))
+
+
+def optional(rule) -> Callable:
+    """`rule`, or null."""
+    def check(value, key, errors):
+        return None if value is None else rule(value, key, errors)
+    check.expects = f"{rule.expects} or null"
+    return check
+
+
+def any_of(*rules: Rule) -> Rule:
+    return Rule(" or ".join(r.expects for r in rules), lambda v: any(r.accepts(v) for r in rules))
+
+
+def list_of(rule) -> Callable:
+    def check(value, key, errors):
+        if not isinstance(value, list):
+            errors.append(f"{key}: expected a list, got {shown(value)}")
+            return value
+        return [rule(item, f"{key}[{i}]", errors) for i, item in enumerate(value)]
+    check.expects = "a list"
+    return check
+
+
+def section(fields: dict[str, Callable], required: tuple[str, ...] = (), open: bool = False) -> Callable:
+    """A mapping whose keys are `fields` (unknown ones are errors unless `open`), each by its rule."""
+    def check(value, key, errors):
+        if not isinstance(value, Mapping):
+            errors.append(f"{key}: expected a mapping, got {shown(value)}")
+            return value
+        checked = dict(value)
+        for name in required:
+            if value.get(name) in (None, REQUIRED):
+                errors.append(f"{_join(key, name)}: missing (required)")
+        for name, item in value.items():
+            where = _join(key, str(name))
+            if name in fields:
+                if not (name in required and item in (None, REQUIRED)):
+                    checked[name] = fields[name](item, where, errors)
+            elif not open:
+                level = "key" if key else "top-level key"
+                errors.append(f"unknown {level} '{where}'{did_you_mean(str(name), fields)}")
+        return checked
+    check.expects, check.fields = "a mapping", fields
+    return check
+
+
+def each(rule) -> Callable:
+    """A mapping of names (chosen by the user) to values of one kind."""
+    def check(value, key, errors):
+        if not isinstance(value, Mapping):
+            errors.append(f"{key}: expected a mapping of names to {rule.expects}, got {shown(value)}")
+            return value
+        return {name: rule(item, _join(key, str(name)), errors) for name, item in value.items()}
+    check.expects = "a mapping"
+    return check
+
+
+def _join(key: str, name: str) -> str:
+    return f"{key}.{name}" if key else name

@@ -1,0 +1,181 @@
+"""From a validated config to a ready Trainer, in named stages (and the pieces tools/test.py reuses).
+
+The order of `build_trainer` matters and is the one place to read it:
+loaders -> networks (task, frozen/norm_eval, pretrained unless resuming, SyncBN, channels_last)
+-> optimizers (+ GradScaler) -> DDP (rank 0's weights broadcast) -> TensorBoard writer -> hooks
+-> Trainer -> resume -> run summary. The process group is the caller's (tools/train.py).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+from framework.analysis.class_weights import resolve_auto_class_weights
+from framework.config import import_custom_modules, save_config, to_plain
+from framework.data.loader import build_dataloader
+from framework.engine import network_settings, pretrained
+from framework.engine.dist import get_rank, get_world_size, is_main, wrap_networks
+from framework.engine.hooks import CheckpointHook, EvalHook, HParamsHook, LoggerHook, LRSchedulerHook
+from framework.engine.nonfinite import NonFiniteGuard
+from framework.engine.optim import Optimizers, build_optimizers
+from framework.engine.random_state import seed_everything
+from framework.engine.resume import checkpoint_to_resume, resume_trainer
+from framework.engine.sync_bn import convert_sync_batchnorm
+from framework.engine.trainer import Trainer
+from framework.errors import ConfigError
+from framework.metrics.base import fit_metrics_to_dataset
+from framework.registry import HOOKS, METRICS, TASKS
+
+logger = logging.getLogger("framework")
+
+AUTOCAST_DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16}
+
+
+def build_trainer(cfg: DictConfig, work_dir: str, resume: str | bool | None = None,
+                  overrides: list[str] | tuple[str, ...] = ()) -> Trainer:
+    """Everything a run needs, built from the config.
+
+    `resume`: a checkpoint path, True for the work dir's latest, None to follow `auto_resume`.
+    `overrides`: the command line's key=value list, recorded in every checkpoint.
+    """
+    import_custom_modules(cfg)
+    plain = to_plain(cfg)
+    device = select_device(plain["device"])
+    seed_everything(plain["seed"], plain["deterministic"])
+    resume_from = checkpoint_to_resume(work_dir, resume, plain["auto_resume"])
+    train_loader, val_loader = build_loaders(plain, device)
+    max_iters = total_iterations(plain["train"], len(train_loader))
+    task = build_networks(plain, device, work_dir, load_pretrained=resume_from is None)
+    resolve_auto_class_weights(task, train_loader.dataset, work_dir, plain["data"]["train"]["dataset"], device,
+                               workers=train_loader.num_workers)  # `weight: auto` losses, before DDP
+    optim = build_optim(plain, task, device, max_iters)
+    optim.ddp_networks = wrap_networks(task, device, plain["dist"]["find_unused_parameters"],
+                                       plain["dist"]["broadcast_buffers"])  # after loading: rank 0's weights
+    writer = open_writer(cfg, work_dir, resume_from[1]["meta"]["iter"] if resume_from else None)
+    trainer = Trainer(task, optim, train_loader, build_hooks(plain, val_loader), max_iters, work_dir, device,
+                      writer=writer, accumulate=plain["train"]["accumulate"], amp_dtype=autocast_dtype(plain["amp"]),
+                      nan_guard=NonFiniteGuard(plain["train"]["nan_policy"]),
+                      config_text=OmegaConf.to_yaml(cfg), overrides=overrides)
+    if resume_from is not None:
+        resume_trainer(trainer, *resume_from, current_config=plain)
+    log_run_summary(trainer, train_loader.batch_size)
+    return trainer
+
+
+# ----------------------------------------------------------------------------- stages
+
+
+def select_device(spec: str = "auto") -> torch.device:
+    local_rank = int(os.environ.get("LOCAL_RANK", 0))
+    if spec == "auto":
+        spec = f"cuda:{local_rank}" if torch.cuda.is_available() else "cpu"
+    try:
+        device = torch.device(spec)
+    except RuntimeError as err:
+        raise ConfigError(f"device: '{spec}' is not a device (use auto, cpu, cuda or cuda:N)") from err
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(f"device: '{spec}' asked for, but CUDA is not available on this machine")
+    return device
+
+
+def build_loaders(cfg: dict, device: torch.device):
+    """(training loader, validation loader or None); each process reads its own shard."""
+    data, rank, world_size = cfg["data"], get_rank(), get_world_size()
+    if "train" not in data:
+        raise ConfigError("data.train: missing (the training loader)")
+    train = build_dataloader(data["train"], "data.train", train=True, seed=cfg["seed"], rank=rank,
+                             world_size=world_size, device=device)
+    val = None
+    if data.get("val") is not None:
+        val = build_dataloader(data["val"], "data.val", train=False, rank=rank, world_size=world_size, device=device)
+    return train, val
+
+
+def total_iterations(train: dict, batches_per_epoch: int) -> int:
+    """train.max_iters, or max_epochs in optimizer steps (each takes `accumulate` batches)."""
+    return train["max_iters"] or train["max_epochs"] * (batches_per_epoch // train["accumulate"])
+
+
+def build_task(cfg: dict, device: torch.device):
+    return TASKS.build(cfg["task"], path="task").to(device)
+
+
+def build_networks(cfg: dict, device: torch.device, work_dir: str, load_pretrained: bool):
+    """The task, its networks frozen/kept in eval as configured, pretrained weights loaded
+    (not when resuming: the checkpoint holds the weights), SyncBN, channels_last."""
+    task = build_task(cfg, device)
+    networks = network_settings.configured_networks(task)
+    for _, network, settings in networks:
+        network_settings.freeze_and_keep_eval(network, settings)  # before the optimizers pick parameters
+    if load_pretrained:
+        pretrained.load_pretrained(task, cfg.get("load_from"), work_dir, write_report=is_main())
+    elif cfg.get("load_from") or any("init" in settings for _, _, settings in networks):
+        logger.info("load_from/init not applied: the checkpoint being resumed holds the weights")
+    if cfg["sync_bn"]:
+        for name, network in task.networks().items():
+            setattr(task, name, convert_sync_batchnorm(network, device))
+    if cfg["channels_last"]:
+        task.to(memory_format=torch.channels_last)  # 4-D weights (and the EMA copy) go NHWC
+    return task
+
+
+def autocast_dtype(amp: dict) -> torch.dtype | None:
+    """The autocast dtype, or None when AMP is off (amp.dtype is checked by config.SCHEMA)."""
+    return AUTOCAST_DTYPES[amp["dtype"]] if amp["enabled"] else None
+
+
+def build_optim(cfg: dict, task, device: torch.device, max_iters: int) -> Optimizers:
+    """The optimizers and schedulers; a GradScaler for float16 AMP; the non-finite step policy."""
+    scaler = torch.amp.GradScaler(device.type) if autocast_dtype(cfg["amp"]) == torch.float16 else None
+    train = cfg["train"]
+    return build_optimizers(cfg, task, max_iters, scaler, skip_nonfinite=train["nan_policy"] == "skip",
+                            max_skips=train["nan_max_skips"])
+
+
+def open_writer(cfg: DictConfig, work_dir: str, resumed_iter: int | None):
+    """On rank 0: save the resolved config and open TensorBoard; None on other ranks."""
+    if not is_main():
+        return None
+    save_config(cfg, Path(work_dir) / "config.yaml")
+    from torch.utils.tensorboard import SummaryWriter
+
+    # A resumed run hides the events logged after its checkpoint: it logs those steps again.
+    purge_step = resumed_iter + 1 if resumed_iter is not None else None
+    return SummaryWriter(str(Path(work_dir) / "tensorboard"), purge_step=purge_step)
+
+
+def build_metrics(cfg: dict) -> list:
+    nodes = cfg.get("metrics") or []
+    return [METRICS.build(node, path=f"metrics[{i}]") for i, node in enumerate(nodes)]
+
+
+def build_hooks(cfg: dict, val_loader) -> list:
+    train = cfg["train"]
+    metrics = build_metrics(cfg)
+    if val_loader is not None:
+        fit_metrics_to_dataset(metrics, val_loader.dataset, "data.val.dataset")
+    hooks = [
+        LoggerHook(interval=train["log_interval"], progress_bar=train["progress_bar"]),
+        LRSchedulerHook(),
+        EvalHook(val_loader, metrics, interval=train["val_interval"], at_start=train["val_at_start"],
+                 num_images=train["vis_images"]),
+        CheckpointHook(interval=train["ckpt_interval"], keep_last=train["keep_last"],
+                       best_metric=train["best_metric"], best_mode=train["best_mode"]),
+        HParamsHook(best_metric=train["best_metric"], best_mode=train["best_mode"]),
+    ]
+    hooks += [HOOKS.build(node, path=f"hooks[{i}]") for i, node in enumerate(cfg.get("hooks") or [])]
+    return hooks
+
+
+def log_run_summary(trainer: Trainer, batch: int) -> None:
+    params = sum(p.numel() for p in trainer.task.parameters())
+    trainable = sum(p.numel() for p in trainer.task.parameters() if p.requires_grad)
+    world_size, accumulate = get_world_size(), trainer.accumulate
+    logger.info(f"work_dir {trainer.work_dir}  device {trainer.device}  processes {world_size}  batch {batch} "
+                f"per process x {accumulate} accumulated = {batch * world_size * accumulate} per step  "
+                f"parameters {params / 1e6:.2f}M ({trainable / 1e6:.2f}M trained)  max_iters {trainer.max_iters}")

@@ -1,0 +1,29 @@
+"""Hooks: everything the training loop does besides the step itself.
+
+A hook overrides any of `before_train`, `before_iter`, `after_iter`, `after_eval`,
+`after_train`; each receives the Trainer (`after_eval` also the metrics of an evaluation,
+the one place evaluation results are shared). Hooks run in ascending `priority` (built-ins
+below; user hooks from the config's `hooks:` list default to 50, after every built-in):
+
+    10 LoggerHook        losses/lr/timings to console, progress bar, TensorBoard
+    20 LRSchedulerHook   every scheduler steps once per iteration
+    30 EvalHook          evaluation every train.val_interval and at the end; metrics.jsonl,
+                         TensorBoard scalars and images; then after_eval for every hook
+    40 CheckpointHook    iter_<N>.pth every train.ckpt_interval, at the end and when a
+                         SIGTERM/SIGINT stops the run; best.pth (it keeps the best-metric record)
+    45 HParamsHook       the run's key settings and metrics for TensorBoard's HPARAMS tab
+
+A hook that keeps state across a resume returns it from `state_dict()` (tensors and plain
+containers) and takes it back in `load_state_dict()`; the Trainer checkpoints it.
+`after_train` runs also when training raised (`trainer.error` is set): keep it light there.
+`trainer.iter` counts completed iterations, so in after_iter the first call sees iter == 1.
+"""
+
+from framework.engine.hooks.base import Hook, every
+from framework.engine.hooks.checkpoint import CheckpointHook
+from framework.engine.hooks.evaluation import EvalHook
+from framework.engine.hooks.hparams import HParamsHook
+from framework.engine.hooks.logger import LoggerHook
+from framework.engine.hooks.lr import LRSchedulerHook
+
+__all__ = ["Hook", "every", "LoggerHook", "LRSchedulerHook", "EvalHook", "CheckpointHook", "HParamsHook"]

@@ -1,0 +1,102 @@
+"""A work dir belongs to one run: a new run never mixes into an old one, two runs never share one.
+
+    with claim_work_dir(path, resuming=..., overwrite=...):
+        train
+
+- A work dir that holds a run (checkpoints, metrics.jsonl or TensorBoard events) is refused
+  unless the run resumes it (`--resume`, auto_resume) or `--overwrite` moves it aside first,
+  to `<path>.old-<time>`; nothing of the old run is deleted.
+- `<path>/.lock` holds the owner's pid and host while a run uses the folder. A second run
+  refuses to start; a lock whose process is gone (same host) is stale and taken over.
+- The folder must be writable: creating the lock is the check, before any other file.
+
+Only the main process (rank 0) claims; the others write nothing there.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import logging
+import os
+import socket
+from contextlib import contextmanager
+from pathlib import Path
+
+from framework.engine.checkpoint import process_alive
+from framework.errors import ConfigError
+
+logger = logging.getLogger("framework")
+
+LOCK_FILE = ".lock"
+
+
+def run_files(work_dir: Path) -> list[str]:
+    """What shows that `work_dir` holds a run (empty when it does not)."""
+    found = [p.name for p in sorted((work_dir / "checkpoints").glob("*.pth"))][:3]
+    if (work_dir / "metrics.jsonl").is_file():
+        found.append("metrics.jsonl")
+    if any((work_dir / "tensorboard").glob("events.out.tfevents.*")):
+        found.append("tensorboard events")
+    return found
+
+
+@contextmanager
+def claim_work_dir(work_dir: str | os.PathLike, resuming: bool, overwrite: bool = False, main_process: bool = True):
+    """Own `work_dir` for the duration of the block (see the module docstring)."""
+    if not main_process:
+        yield
+        return
+    work_dir = Path(work_dir)
+    _refuse_if_locked(work_dir)  # a live run's folder: nothing else to say
+    if overwrite and work_dir.exists() and run_files(work_dir):
+        aside = work_dir.with_name(f"{work_dir.name}.old-{datetime.datetime.now():%Y%m%d-%H%M%S}")
+        work_dir.rename(aside)
+        logger.info(f"--overwrite: moved the previous run in {work_dir} to {aside}")
+    elif not resuming and work_dir.exists() and run_files(work_dir):
+        raise ConfigError(
+            f"work dir {work_dir} holds a run ({', '.join(run_files(work_dir))}): continue it with --resume, "
+            "start a new one with another --work-dir, or pass --overwrite to move the old run aside")
+    lock = _acquire(work_dir)
+    try:
+        yield
+    finally:
+        lock.unlink(missing_ok=True)
+
+
+def _acquire(work_dir: Path) -> Path:
+    try:
+        work_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise ConfigError(f"work dir {work_dir}: cannot create it: {err.strerror}") from err
+    lock = work_dir / LOCK_FILE
+    owner = {"pid": os.getpid(), "host": socket.gethostname(), "started": datetime.datetime.now().isoformat()}
+    for _ in range(2):
+        try:
+            with open(lock, "x", encoding="utf-8") as f:
+                json.dump(owner, f)
+            return lock
+        except FileExistsError:
+            _refuse_if_locked(work_dir)
+            lock.unlink(missing_ok=True)  # stale: its process is gone
+            logger.info(f"removed a stale lock in {work_dir} (its process is gone)")
+        except OSError as err:
+            raise ConfigError(f"work dir {work_dir}: cannot write there: {err.strerror}") from err
+    raise ConfigError(f"work dir {work_dir}: another run took the lock while this one started")
+
+
+def _refuse_if_locked(work_dir: Path) -> None:
+    """Raise when a live run holds `work_dir`; return when it is free or the lock is stale."""
+    lock = work_dir / LOCK_FILE
+    try:
+        owner = json.loads(lock.read_text(encoding="utf-8"))
+        pid, host = int(owner["pid"]), str(owner["host"])
+    except FileNotFoundError:
+        return
+    except (OSError, ValueError, KeyError, TypeError):
+        return  # unreadable: a lock left half-written by a killed process
+    if host != socket.gethostname():
+        raise ConfigError(f"work dir {work_dir} is in use by pid {pid} on host {host} (since {owner.get('started')}); "
+                          f"if that run is gone, delete {lock}")
+    if pid != os.getpid() and process_alive(pid):
+        raise ConfigError(f"work dir {work_dir} is in use by another run (pid {pid}, since {owner.get('started')})")

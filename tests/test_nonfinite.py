@@ -1,0 +1,88 @@
+"""A loss that turns NaN stops the run (raise) or skips the step (skip); nothing is ever
+written from diverged weights, in one process and when only rank 1 of 2 diverges."""
+
+import json
+
+import pytest
+import torch
+
+from framework.engine import checkpoint as ckpt
+from support import REPO, TINY_UNET, call_tool, run_forked_tool, run_torchrun
+
+CONFIG = REPO / "configs/segmentation/unet_shapes.yaml"
+RUN = [*TINY_UNET, "data.train.num_workers=0", "train.max_iters=8", "train.ckpt_interval=2", "train.val_interval=2",
+       "train.log_interval=4", "train.best_metric=mIoU", "train.keep_last=1", "custom_imports=[probes]"]
+
+
+def nan_loss_at(iteration: int, rank=None, stay=False) -> str:
+    rank = "null" if rank is None else rank
+    return (f"task.loss={{type: NaNAtIteration, iteration: {iteration}, rank: {rank}, stay: {str(stay).lower()}, "
+            "loss: {type: CrossEntropyLoss, ignore_index: 255}}")
+
+
+def test_raise_stops_naming_the_iteration_and_keeps_what_was_saved(tmp_path):
+    # The divergence at iteration 5 is noticed at iteration 6 (the next evaluation/checkpoint)
+    # and nothing after iteration 4 is written: no iter_6.pth, no new best.pth, no metric record.
+    result = run_forked_tool("train", "--config", CONFIG, "--work-dir", tmp_path, *RUN, nan_loss_at(5),
+                             folder=tmp_path / "out")
+    assert result.returncode == 2, result.stdout[-2000:]
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.stderr
+    assert "training diverged: loss not finite at iteration 5 (stopped at iteration 6" in lines[0]
+    folder = tmp_path / "checkpoints"
+    assert sorted(p.name for p in folder.iterdir()) == ["best.pth", "iter_4.pth", "latest"]
+    assert ckpt.load_checkpoint(folder / "best.pth")["meta"]["iter"] <= 4
+    records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [r["iter"] for r in records] == [2, 4]
+    state = ckpt.load_checkpoint(folder / "iter_4.pth")["task"]
+    assert all(torch.isfinite(v).all() for v in state.values() if v.is_floating_point())
+
+
+def test_skip_skips_counts_and_finishes(tmp_path):
+    result = run_forked_tool("train", "--config", CONFIG, "--work-dir", tmp_path, *RUN, nan_loss_at(3),
+                             "train.nan_policy=skip", folder=tmp_path / "out")
+    assert result.returncode == 0, result.stderr
+    assert "skipped_steps 1" in result.stdout
+    state = ckpt.load_checkpoint(tmp_path / "checkpoints/iter_8.pth")
+    assert state["optim"]["skipped_steps"] == 1
+    assert all(torch.isfinite(v).all() for v in state["task"].values() if v.is_floating_point())
+
+
+def test_skip_raises_after_too_many_consecutive_skips(tmp_path):
+    result = run_forked_tool("train", "--config", CONFIG, "--work-dir", tmp_path, *RUN, nan_loss_at(3, stay=True),
+                             "train.nan_policy=skip", "train.nan_max_skips=2", folder=tmp_path / "out")
+    assert result.returncode == 2
+    assert "not finite in 3 iterations in a row (train.nan_policy=skip allows 2" in result.stderr
+    # iterations 3, 4 and 5 skipped: iter_4.pth holds iteration 2's (finite) weights; no iter_6.pth
+    assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["best.pth", "iter_4.pth", "latest"]
+
+
+@pytest.mark.parametrize("policy", ["raise", "skip"])
+def test_nan_on_rank_1_only_is_one_decision_for_both_ranks(tmp_path, policy):
+    result = run_torchrun(2, "--config", CONFIG, "--work-dir", tmp_path, *RUN, nan_loss_at(3, rank=1),
+                          f"train.nan_policy={policy}", "data.train.batch_size=2", cwd=REPO / "tests",
+                          timeout=240)
+    if policy == "raise":
+        # rank 0's own loss stayed finite: the check is a collective, so it stops too, no hang
+        assert result.returncode != 0
+        assert "not finite at iteration 3" in result.stderr
+        assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["best.pth", "iter_2.pth", "latest"]
+    else:
+        assert result.returncode == 0, result.stderr[-3000:]
+        state = ckpt.load_checkpoint(tmp_path / "checkpoints/iter_8.pth")
+        assert state["optim"]["skipped_steps"] == 1  # rank 0 skipped rank 1's step with it
+
+
+def test_test_tool_refuses_a_checkpoint_with_nonfinite_weights(tmp_path):
+    folder = tmp_path / "checkpoints"
+    result = run_forked_tool("train", "--config", CONFIG, "--work-dir", tmp_path, *RUN, "train.max_iters=2",
+                             folder=tmp_path / "out")
+    assert result.returncode == 0, result.stderr
+    state = ckpt.load_checkpoint(folder / "iter_2.pth")
+    key = next(k for k, v in state["task"].items() if v.is_floating_point())
+    state["task"][key] = state["task"][key] * float("nan")
+    ckpt.save_checkpoint(state, tmp_path / "nan.pth")
+    result = call_tool("test", "--config", CONFIG, "--checkpoint", tmp_path / "nan.pth", "--work-dir", tmp_path / "t",
+                       *TINY_UNET)
+    assert result.returncode == 2
+    assert f"nan.pth: the weights are not finite (NaN or inf in {key}" in result.stderr

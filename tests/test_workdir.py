@@ -1,0 +1,119 @@
+"""A work dir belongs to one run; failures of the file system or of evaluation lose no training."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import cv2
+import numpy as np
+import pytest
+import torch
+
+from framework.engine import checkpoint as ckpt
+from support import REPO, TINY_UNET, call_tool, fork_tool, run_forked_tool
+
+CONFIG = REPO / "configs/segmentation/unet_shapes.yaml"
+RUN = [*TINY_UNET, "data.train.num_workers=0", "train.max_iters=4", "train.ckpt_interval=2", "train.val_interval=0",
+       "train.log_interval=2"]
+
+
+def lock_of(pid: int) -> str:
+    return json.dumps({"pid": pid, "host": socket.gethostname(), "started": "2026-01-01T00:00:00"})
+
+
+def test_a_second_run_on_a_busy_work_dir_refuses_and_a_stale_lock_is_taken_over(tmp_path):
+    losses = tmp_path / "losses.txt"
+    first = fork_tool("train", "--config", CONFIG, "--work-dir", tmp_path / "wd", *RUN, "train.max_iters=200",
+                      "custom_imports=[probes]", f"hooks=[{{type: LossRecorderHook, path: '{losses}', delay: 0.2}}]",
+                      log=tmp_path / "first.log")
+    try:
+        deadline = time.monotonic() + 120
+        while not (tmp_path / "wd/checkpoints/latest").exists():  # a checkpoint for --resume below
+            assert first.is_alive() and time.monotonic() < deadline
+            time.sleep(0.05)
+        second = call_tool("train", "--config", CONFIG, "--work-dir", tmp_path / "wd", *RUN)
+        assert second.returncode == 2
+        assert f"is in use by another run (pid {first.pid}" in second.stderr
+    finally:
+        first.kill()
+        first.join()
+    # the killed run left its lock; its process is gone, so the lock is stale: --resume goes on
+    assert (tmp_path / "wd/.lock").is_file()
+    resumed = call_tool("train", "--config", CONFIG, "--work-dir", tmp_path / "wd", *RUN, "--resume")
+    assert resumed.returncode == 0, resumed.stderr
+    assert "removed a stale lock" in resumed.stdout and not (tmp_path / "wd/.lock").exists()
+
+
+def test_a_lock_held_by_a_live_process_refuses(tmp_path):
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        (tmp_path / "wd").mkdir()
+        (tmp_path / "wd/.lock").write_text(lock_of(sleeper.pid))
+        result = call_tool("train", "--config", CONFIG, "--work-dir", tmp_path / "wd", *RUN)
+        assert result.returncode == 2 and f"in use by another run (pid {sleeper.pid}" in result.stderr
+        assert sorted(p.name for p in (tmp_path / "wd").iterdir()) == [".lock"]  # nothing else written
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
+def test_an_unwritable_work_dir_or_show_dir_is_one_line_and_a_failure(tmp_path):
+    (tmp_path / "file").write_text("not a folder")
+    result = call_tool("train", "--config", CONFIG, "--work-dir", tmp_path / "file/wd", *RUN)
+    assert result.returncode == 2
+    assert result.stderr.strip() == f"error: work dir {tmp_path / 'file/wd'}: cannot create it: Not a directory"
+    trained = tmp_path / "trained"
+    assert call_tool("train", "--config", CONFIG, "--work-dir", trained, *RUN).returncode == 0
+    result = call_tool("test", "--config", CONFIG, "--checkpoint", trained / "checkpoints/iter_4.pth",
+                       "--work-dir", tmp_path / "t", "--show-dir", tmp_path / "file/show", *TINY_UNET)
+    assert result.returncode == 1
+    assert result.stderr.strip().startswith(f"error: {tmp_path / 'file/show'}") and "Not a directory" in result.stderr
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mount)], capture_output=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here: {done.stderr.decode().strip()}")
+    yield mount
+    subprocess.run(["umount", str(mount)], check=False)
+
+
+def test_disk_full_is_one_line_naming_the_file_and_keeps_the_previous_checkpoint(small_disk):
+    work_dir = small_disk / "wd"
+    result = run_forked_tool("train", "--config", CONFIG, "--work-dir", work_dir, *RUN, "custom_imports=[probes]",
+                             "hooks=[{type: FillDiskHook, iteration: 4}]", folder=small_disk.parent / "out")
+    assert result.returncode != 0
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "No space left on device" in lines[0] and "iter_4.pth" in lines[0], result.stderr
+    assert "Traceback" not in result.stderr
+    (work_dir / "filler").unlink()
+    assert ckpt.read_latest(work_dir / "checkpoints").name == "iter_2.pth"
+    assert ckpt.load_checkpoint(work_dir / "checkpoints/iter_2.pth")["meta"]["iter"] == 2
+    assert not any(p.name.startswith("iter_4") for p in (work_dir / "checkpoints").iterdir())
+
+
+def test_a_failed_evaluation_keeps_the_iterations_training(tmp_path):
+    val = tmp_path / "val"
+    (val / "images").mkdir(parents=True)
+    (val / "masks").mkdir()
+    for name in ("a", "b"):
+        assert cv2.imwrite(str(val / "images" / f"{name}.png"), np.zeros((32, 32, 3), np.uint8))
+        assert cv2.imwrite(str(val / "masks" / f"{name}.png"), np.zeros((32, 32), np.uint8))
+    (val / "images" / "b.png").write_bytes(b"not a png")  # found at start-up, unreadable when read
+    dataset = (f"data.val.dataset={{type: ImageMaskFolder, root: '{val}', "
+               "classes: [background, circle, square, triangle]}")
+    result = call_tool("train", "--config", CONFIG, "--work-dir", tmp_path / "wd", *RUN, "train.val_interval=3",
+                       "train.ckpt_interval=4", "data.val.num_workers=0", dataset)
+    assert result.returncode == 2
+    assert "evaluation at iteration 3 failed:" in result.stderr and "b.png" in result.stderr
+    state = ckpt.load_checkpoint(tmp_path / "wd/checkpoints/iter_3.pth")
+    assert state["meta"]["iter"] == 3
+    assert all(torch.isfinite(v).all() for v in state["task"].values() if v.is_floating_point())
+    assert "continue with --resume" in result.stdout
+    assert os.path.exists(tmp_path / "wd/checkpoints/latest")
