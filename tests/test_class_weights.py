@@ -4,12 +4,12 @@ import json
 import math
 import multiprocessing
 
+import inference_probes
 import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
 
-import inference_probes
 from framework.analysis.class_weights import CACHE_NAME, class_pixel_counts, compute_weights
 from framework.data.shapes import SyntheticShapes
 from framework.losses.segmentation import BCEWithLogitsLoss, CrossEntropyLoss, DiceLoss

@@ -4,6 +4,7 @@ import json
 import multiprocessing
 
 import cv2
+import inference_probes
 import numpy as np
 import pytest
 import torch
@@ -11,7 +12,6 @@ import torch.nn.functional as F
 from PIL import Image
 from torch import nn
 
-import inference_probes
 from framework.inference.generator import GeneratorPredictor
 from framework.inference.io import load_trained_task
 from framework.inference.segmentation import SegmentationPredictor, tile_starts

@@ -21,8 +21,8 @@ import torch
 from tqdm import tqdm
 
 from framework.data.folder import read_rgb_image
-from framework.engine.cli import run
 from framework.engine.build import select_device
+from framework.engine.cli import run
 from framework.errors import ConfigError
 from framework.inference.io import list_inputs, load_trained_task, overlay, write_index_mask, write_rgb
 

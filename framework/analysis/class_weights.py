@@ -24,9 +24,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from framework.errors import ConfigError
 from framework.analysis.dataset_scan import class_totals, scan
+from framework.errors import ConfigError
 from framework.losses.segmentation import AUTO_WEIGHT_METHODS as METHODS
+
 CACHE_NAME = "class_weights.json"
 logger = logging.getLogger("framework")
 

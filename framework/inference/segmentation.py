@@ -99,7 +99,7 @@ class SegmentationPredictor:
         for index, image in enumerate(x):  # one image at a time: tiles of several never pile up
             for first in range(0, len(windows), self.settings.tile_batch):
                 chunk = windows[first:first + self.settings.tile_batch]
-                tiles = torch.stack([image[:, t:t + crop_h, l:l + crop_w] for t, l in chunk])
+                tiles = torch.stack([image[:, top:top + crop_h, left:left + crop_w] for top, left in chunk])
                 logits = self._padded(tiles)
                 if result is None:  # the only image-sized buffers: the summed logits and a count
                     result = logits.new_zeros(x.shape[0], logits.shape[1], height, width)
