@@ -21,7 +21,9 @@ setup(
         "Pillow>=9.0",  # palette PNG masks (framework/data/folder.py)
     ],
     extras_require={
-        "dev": ["pytest>=7.4", "torchmetrics>=1.3", "ruff>=0.6"],
+        # tools/export.py --format onnx: the exporter's graph format and the runtime it is checked in
+        "export": ["onnx>=1.15", "onnxruntime>=1.17"],
+        "dev": ["pytest>=7.4", "torchmetrics>=1.3", "ruff>=0.6", "onnx>=1.15", "onnxruntime>=1.17"],
         "fid": ["torch-fidelity>=0.3"],  # FID's default extractor (framework/metrics/image.py)
     },
 )

@@ -15,6 +15,7 @@ from pathlib import Path
 import torch
 from omegaconf import DictConfig, OmegaConf
 
+from framework.analysis.class_weights import resolve_auto_class_weights
 from framework.config import import_custom_modules, save_config, to_plain
 from framework.data.loader import build_dataloader
 from framework.engine import network_settings, pretrained
@@ -50,6 +51,8 @@ def build_trainer(cfg: DictConfig, work_dir: str, resume: str | bool | None = No
     train_loader, val_loader = build_loaders(plain, device)
     max_iters = total_iterations(plain["train"], len(train_loader))
     task = build_networks(plain, device, work_dir, load_pretrained=resume_from is None)
+    resolve_auto_class_weights(task, train_loader.dataset, work_dir, plain["data"]["train"]["dataset"], device,
+                               workers=train_loader.num_workers)  # `weight: auto` losses, before DDP
     optim = build_optim(plain, task, device, max_iters)
     optim.ddp_networks = wrap_networks(task, device, plain["dist"]["find_unused_parameters"],
                                        plain["dist"]["broadcast_buffers"])  # after loading: rank 0's weights

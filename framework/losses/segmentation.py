@@ -19,6 +19,32 @@ def _safe_mean(total: torch.Tensor, count: torch.Tensor) -> torch.Tensor:
     return total / count.clamp_min(torch.finfo(total.dtype).tiny)
 
 
+AUTO_WEIGHT_METHODS = ("median_frequency", "inverse_log")
+
+
+class _AutoWeighted:
+    """`weight: auto`: the loss waits for class weights computed from the training masks
+    (framework/analysis/class_weights.py, called when the trainer is built)."""
+
+    auto_weight_method: str | None = None
+
+    def _init_auto(self, value, method: str) -> bool:
+        """True when `value` asks for weights from the data; checks `method`."""
+        if method not in AUTO_WEIGHT_METHODS:
+            raise ValueError(f"weight_method: one of {AUTO_WEIGHT_METHODS}, got {method!r}")
+        if isinstance(value, str):
+            if value != "auto":
+                raise ValueError(f"a class weight must be numbers or 'auto', got {value!r}")
+            self.auto_weight_method = method
+            return True
+        return False
+
+    def _require_weights(self, present: bool) -> None:
+        if self.auto_weight_method and not present:
+            raise RuntimeError(f"{type(self).__name__}: weight 'auto' has not been computed from the training "
+                               "data (tools/train.py does it when it builds the run)")
+
+
 def _binary_logits(logits: torch.Tensor, loss_name: str) -> torch.Tensor:
     """N x 1 x H x W or N x H x W logits -> N x H x W."""
     if logits.dim() == 4:
@@ -32,25 +58,32 @@ def _binary_logits(logits: torch.Tensor, loss_name: str) -> torch.Tensor:
 
 
 @LOSSES.register()
-class CrossEntropyLoss(nn.Module):
+class CrossEntropyLoss(_AutoWeighted, nn.Module):
     """Softmax cross-entropy; logits N x C x H x W, target N x H x W int64 class ids.
 
     `weight` (one float per class) is a non-persistent buffer: it follows `.to(device)` but is
-    configuration, not state, so it stays out of checkpoints.
+    configuration, not state, so it stays out of checkpoints. `weight: auto` computes it from
+    the training masks by `weight_method` (median_frequency or inverse_log).
     """
 
     name = "ce"
 
-    def __init__(self, weight: list[float] | None = None, ignore_index: int = 255, label_smoothing: float = 0.0):
+    def __init__(self, weight: list[float] | str | None = None, ignore_index: int = 255,
+                 label_smoothing: float = 0.0, weight_method: str = "median_frequency"):
         super().__init__()
         if not 0.0 <= label_smoothing <= 1.0:
             raise ValueError(f"label_smoothing must be in [0, 1], got {label_smoothing}")
         self.ignore_index = ignore_index
         self.label_smoothing = label_smoothing
-        class_weight = None if weight is None else torch.as_tensor(weight, dtype=torch.float32)
+        auto = self._init_auto(weight, weight_method)
+        class_weight = None if weight is None or auto else torch.as_tensor(weight, dtype=torch.float32)
         self.register_buffer("weight", class_weight, persistent=False)
 
+    def set_class_weights(self, weights: torch.Tensor) -> None:
+        self.weight = weights.float()
+
     def forward(self, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        self._require_weights(self.weight is not None)
         if self.weight is not None and self.weight.numel() != logits.shape[1]:
             raise ValueError(f"{self.name}: {self.weight.numel()} class weights for {logits.shape[1]} classes")
         total = F.cross_entropy(
@@ -71,22 +104,31 @@ class CrossEntropyLoss(nn.Module):
 
 
 @LOSSES.register()
-class BCEWithLogitsLoss(nn.Module):
+class BCEWithLogitsLoss(_AutoWeighted, nn.Module):
     """Binary cross-entropy on logits (stable, autocast-safe) for binary masks.
 
     logits N x 1 x H x W or N x H x W; target N x H x W holding 0, 1 or `ignore_index`.
-    `pos_weight` (a float) scales the loss of foreground pixels.
+    `pos_weight` (a float) scales the loss of foreground pixels; `pos_weight: auto` takes the
+    ratio of the foreground's and background's class weights from the training masks.
     """
 
     name = "bce"
 
-    def __init__(self, pos_weight: float | None = None, ignore_index: int = 255):
+    def __init__(self, pos_weight: float | str | None = None, ignore_index: int = 255,
+                 weight_method: str = "median_frequency"):
         super().__init__()
         self.ignore_index = ignore_index
-        positive_weight = None if pos_weight is None else torch.tensor(float(pos_weight))
+        auto = self._init_auto(pos_weight, weight_method)
+        positive_weight = None if pos_weight is None or auto else torch.tensor(float(pos_weight))
         self.register_buffer("pos_weight", positive_weight, persistent=False)
 
+    def set_class_weights(self, weights: torch.Tensor) -> None:
+        if weights.numel() != 2 or weights[0] <= 0:
+            raise ValueError(f"pos_weight: auto needs a 2-class dataset with background pixels, got weights {weights.tolist()}")
+        self.pos_weight = (weights[1] / weights[0]).float()
+
     def forward(self, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        self._require_weights(self.pos_weight is not None)
         logits = _binary_logits(logits, type(self).__name__)
         valid = target != self.ignore_index
         per_pixel = F.binary_cross_entropy_with_logits(
@@ -99,24 +141,35 @@ class BCEWithLogitsLoss(nn.Module):
 
 
 @LOSSES.register()
-class DiceLoss(nn.Module):
+class DiceLoss(_AutoWeighted, nn.Module):
     """1 - Dice coefficient of the predicted probabilities, over the whole batch.
 
     "multiclass": softmax over N x C x H x W logits, one Dice per class, averaged over all
     classes (a class absent from both target and prediction scores close to 1, thanks to
     `smooth`). "binary": sigmoid of N x 1 x H x W (or N x H x W) logits, one Dice.
+    `class_weight` (multiclass: one float per class, or `auto` from the training masks) makes
+    the average over classes a weighted one.
     """
 
     name = "dice"
     modes = ("multiclass", "binary")
 
-    def __init__(self, mode: str = "multiclass", ignore_index: int = 255, smooth: float = 1.0):
+    def __init__(self, mode: str = "multiclass", ignore_index: int = 255, smooth: float = 1.0,
+                 class_weight: list[float] | str | None = None, weight_method: str = "median_frequency"):
         super().__init__()
         if mode not in self.modes:
             raise ValueError(f"unknown mode {mode!r}; choose one of {', '.join(map(repr, self.modes))}")
         self.mode = mode
         self.ignore_index = ignore_index
         self.smooth = smooth
+        auto = self._init_auto(class_weight, weight_method)
+        if class_weight is not None and mode == "binary":
+            raise ValueError("class_weight: binary Dice has one class; weigh classes in multiclass mode")
+        weight = None if class_weight is None or auto else torch.as_tensor(class_weight, dtype=torch.float32)
+        self.register_buffer("class_weight", weight, persistent=False)
+
+    def set_class_weights(self, weights: torch.Tensor) -> None:
+        self.class_weight = weights.float()
 
     def forward(self, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         valid = target != self.ignore_index
@@ -136,6 +189,10 @@ class DiceLoss(nn.Module):
         intersection = (probs * truth).sum(pixel_dims)
         cardinality = probs.sum(pixel_dims) + truth.sum(pixel_dims)
         dice = (2 * intersection + self.smooth) / (cardinality + self.smooth)
+        self._require_weights(self.class_weight is not None)
+        if self.class_weight is not None:
+            weight = self.class_weight.to(dice.device)
+            return 1 - (dice * weight).sum() / weight.sum()
         return 1 - dice.mean()
 
 

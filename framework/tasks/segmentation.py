@@ -5,6 +5,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from framework.inference.segmentation import SegmentationPredictor
+from framework.inference.settings import InferenceSettings
 from framework.registry import TASKS
 from framework.tasks.base import Task
 from framework.visualization.palette import colorize, default_palette
@@ -25,15 +27,19 @@ class SegmentationTask(Task):
 
     `mean`/`std` are on the 0..1 scale (ImageNet's by default). A model with one output
     channel is a binary segmenter: prediction = logit > 0, so metrics see 2 classes.
+    `inference` (framework/inference/settings.py: whole or slide, flip, scales) is how `predict`
+    runs, in validation, tools/test.py and tools/infer.py alike.
     """
 
     def __init__(self, model: nn.Module, loss: nn.Module, num_classes: int, ignore_index: int = 255,
-                 mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225), class_names=None, palette=None):
+                 mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225), class_names=None, palette=None,
+                 inference: dict | None = None):
         super().__init__()
         self.model = model
         self.loss = loss
         self.num_classes = num_classes
         self.ignore_index = ignore_index
+        self.inference = InferenceSettings.from_config(inference)
         self.class_names = list(class_names) if class_names else [str(i) for i in range(num_classes)]
         palette = torch.tensor(palette, dtype=torch.uint8) if palette else torch.from_numpy(default_palette(num_classes))
         # Buffers follow .to(device) but are not part of the state dict (not weights).
@@ -59,11 +65,11 @@ class SegmentationTask(Task):
             logs.update({k: v.detach() for k, v in terms.items()})
         return logs
 
+    def predictor(self, settings: InferenceSettings | None = None) -> SegmentationPredictor:
+        return SegmentationPredictor(self.model, settings or self.inference, self.normalize)
+
     def predict(self, image: torch.Tensor) -> torch.Tensor:
-        logits = self.model(self.normalize(image))
-        if logits.shape[1] == 1:
-            return (logits[:, 0] > 0).long()
-        return logits.argmax(dim=1)
+        return self.predictor().predict(image)
 
     def val_step(self, batch: dict) -> dict:
         return {"pred": self.predict(batch["image"]), "target": batch["mask"]}

@@ -1,0 +1,1 @@
+"""Looking at data and models: dataset scans, class weights, parameter and FLOP counts."""

@@ -1,0 +1,134 @@
+"""One pass over a segmentation dataset's files, before augmentation: what each sample holds
+(class pixel counts, image size) and what is wrong with it (unreadable image, colour mask,
+mask values outside the classes, mask and image sizes differing).
+
+Used by tools/check_dataset.py (the dataset doctor) and by `weight: auto` class weights.
+Samples are read in DataLoader workers; each yields a small record, never the pixels.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import cv2
+import numpy as np
+import torch
+from PIL import Image
+
+from framework.data.base import SegmentationDataset
+from framework.errors import DataError
+
+
+@dataclass
+class SampleRecord:
+    index: int
+    name: str
+    size: tuple[int, int] | None = None  # image height, width
+    counts: np.ndarray | None = None  # pixels per class (valid pixels only)
+    problems: list[str] = field(default_factory=list)
+    colours: list[tuple[int, int, int]] = field(default_factory=list)  # of an RGB mask
+
+
+def read_mask_raw(path: str) -> np.ndarray:
+    """A mask as stored: H x W indices (palette or grey PNG) or H x W x 3 RGB colours."""
+    try:
+        with Image.open(path) as mask:
+            if mask.mode == "P":
+                return np.asarray(mask)
+            if mask.mode in ("RGB", "RGBA"):
+                return np.asarray(mask.convert("RGB"))
+    except OSError as err:
+        raise DataError(f"cannot read mask ({err})") from err
+    mask = cv2.imread(path, cv2.IMREAD_UNCHANGED)
+    if mask is None:
+        raise DataError("cannot read mask")
+    return mask
+
+
+def _read_files(dataset: SegmentationDataset, index: int, record: SampleRecord):
+    """(image or None, mask or None), problems noted in `record` under each file's path."""
+    if not hasattr(dataset, "image_path"):  # a generated dataset: load through the dataset
+        try:
+            image, mask, _ = dataset.load_sample(index)
+            return image, mask
+        except DataError as err:
+            record.problems.append(str(err))
+            return None, None
+    image_path, mask_path = dataset.image_path(index), dataset.mask_path(index)
+    image = cv2.imread(image_path, cv2.IMREAD_COLOR)
+    if image is None:
+        record.problems.append(f"{image_path}: unreadable image (corrupt, empty or not an image)")
+    try:
+        mask = read_mask_raw(mask_path)
+    except DataError as err:
+        record.problems.append(f"{mask_path}: {err}")
+        mask = None
+    return image, mask
+
+
+def inspect_sample(dataset: SegmentationDataset, index: int) -> SampleRecord:
+    record = SampleRecord(index, str(dataset.names[index]) if hasattr(dataset, "names") else str(index))
+    image, mask = _read_files(dataset, index, record)
+    where = dataset.mask_path(index)
+    if image is not None:
+        record.size = tuple(image.shape[:2])
+    if mask is None:
+        return record
+    if mask.ndim == 3:
+        colours = np.unique(mask.reshape(-1, mask.shape[2])[:, :3], axis=0)
+        record.colours = [tuple(int(v) for v in c) for c in colours]
+        record.problems.append(f"{where}: RGB colour mask ({len(colours)} colours); masks must hold class indices")
+        return record
+    if image is not None and mask.shape != image.shape[:2]:
+        record.problems.append(f"{where}: mask is {mask.shape[0]}x{mask.shape[1]} "
+                               f"but its image is {image.shape[0]}x{image.shape[1]}")
+    values = np.bincount(mask.ravel().astype(np.int64).clip(0), minlength=dataset.num_classes)
+    bad = [v for v in np.flatnonzero(values) if v >= dataset.num_classes and v != dataset.ignore_index]
+    if bad or mask.min() < 0:
+        shown = [int(v) for v in bad] + ([int(mask.min())] if mask.min() < 0 else [])
+        record.problems.append(f"{where}: mask values {shown} outside [0, {dataset.num_classes}) "
+                               f"(ignore_index {dataset.ignore_index})")
+    record.counts = values[: dataset.num_classes]
+    return record
+
+
+class _Inspections(torch.utils.data.Dataset):
+    def __init__(self, dataset: SegmentationDataset):
+        self.dataset = dataset
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def __getitem__(self, index: int) -> SampleRecord:
+        return inspect_sample(self.dataset, index)
+
+
+def _as_is(record: SampleRecord) -> SampleRecord:
+    return record
+
+
+def scan(dataset: SegmentationDataset, workers: int = 0, on_record=None) -> list[SampleRecord]:
+    """Inspect every sample (in `workers` processes); `on_record(done)` after each one."""
+    loader = torch.utils.data.DataLoader(_Inspections(dataset), batch_size=None, num_workers=workers,
+                                         collate_fn=_as_is)
+    records = []
+    for record in loader:
+        records.append(record)
+        if on_record is not None:
+            on_record(len(records))
+    return records
+
+
+def class_totals(records: list[SampleRecord], num_classes: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(pixels per class, pixels of the images containing each class, images containing each class)."""
+    pixels = np.zeros(num_classes, dtype=np.int64)
+    image_pixels = np.zeros(num_classes, dtype=np.int64)
+    images = np.zeros(num_classes, dtype=np.int64)
+    for record in records:
+        if record.counts is None:
+            continue
+        present = record.counts > 0
+        pixels += record.counts
+        image_pixels += present * record.counts.sum()
+        images += present
+    return pixels, image_pixels, images

@@ -1,0 +1,41 @@
+"""A trained GAN's generator on new inputs: the EMA generator when the task keeps one.
+
+Conditional (pix2pix): uint8 RGB images of any size -> generated images of the same size
+(padded to the generator's size divisor and cropped back, as for segmentation).
+Unconditional (DCGAN): `count` images from noise drawn with a seed, so a seed names a set.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from framework.inference.segmentation import pad_to_multiple
+from framework.inference.settings import network_size_divisor
+from framework.tasks.gan import GANTask, to_signed, to_unit
+
+
+class GeneratorPredictor:
+    def __init__(self, task: GANTask):
+        self.task = task
+        self.generator = task.eval_generator
+        self.size_divisor = network_size_divisor(self.generator)
+
+    @property
+    def conditional(self) -> bool:
+        return self.task.conditional
+
+    @torch.no_grad()
+    def translate(self, images: torch.Tensor) -> torch.Tensor:
+        """N x 3 x H x W uint8 -> N x C x H x W float images in [0, 1]."""
+        height, width = images.shape[-2:]
+        fake = self.generator(pad_to_multiple(to_signed(images), self.size_divisor))
+        return to_unit(fake[..., :height, :width].float())
+
+    def noise(self, count: int, seed: int, device: torch.device) -> torch.Tensor:
+        generator = torch.Generator().manual_seed(seed)
+        return torch.randn(count, self.task.latent_dim, 1, 1, generator=generator).to(device)
+
+    @torch.no_grad()
+    def sample(self, noise: torch.Tensor) -> torch.Tensor:
+        """N x latent_dim x 1 x 1 noise -> N x C x H x W float images in [0, 1]."""
+        return to_unit(self.generator(noise).float())

@@ -1,0 +1,54 @@
+"""Parameters and FLOPs of a config's networks, per module, at an input size:
+
+    python tools/analyze_model.py --config CFG [--checkpoint CKPT] [--size H W] [--depth 2]
+        [--json FILE] [key=value ...]
+
+FLOPs come from torch's own counter (torch.utils.flop_counter; a multiply-add is 2 FLOPs) for
+one image of --size (rounded up to the network's size divisor); a GAN shows its generator and
+discriminator. The checkpoint is optional: counts do not depend on the weights.
+"""
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from framework.analysis.model_stats import human, module_rows, task_examples
+from framework.engine.cli import run
+from framework.inference.io import load_trained_task
+
+
+def parse_args() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config", required=True, help="YAML config file")
+    parser.add_argument("--checkpoint", help="training checkpoint (optional)")
+    parser.add_argument("--size", type=int, nargs=2, default=[256, 256], metavar=("H", "W"), help="input size")
+    parser.add_argument("--depth", type=int, default=2, help="module nesting levels to list")
+    parser.add_argument("--json", help="also write the table as JSON here")
+    parser.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides")
+    return parser
+
+
+def format_rows(rows: list[dict]) -> str:
+    width = max(len("module"), *(len(r["module"]) for r in rows))
+    lines = [f"{'module':<{width}}  {'params':>10}  {'trainable':>10}  {'FLOPs':>10}"]
+    lines += [f"{r['module']:<{width}}  {human(r['params']):>10}  {human(r['trainable']):>10}  {human(r['flops']):>10}"
+              for r in rows]
+    return "\n".join(lines)
+
+
+def main(args: argparse.Namespace) -> None:
+    task, _ = load_trained_task(args.config, args.checkpoint, args.overrides)
+    report = {}
+    for name, (network, example) in task_examples(task, tuple(args.size)).items():
+        rows = module_rows(network, example, args.depth)
+        report[name] = {"input": list(example.shape), "modules": rows}
+        print(f"{name}: input {tuple(example.shape)}, {human(rows[0]['params'])} parameters, "
+              f"{human(rows[0]['flops'])} FLOPs")
+        print(format_rows(rows))
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    sys.exit(run(main, parse_args()))

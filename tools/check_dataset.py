@@ -1,0 +1,141 @@
+"""Check a segmentation dataset before training on it (the dataset doctor):
+
+    python tools/check_dataset.py --config CFG [--split train|val|test] [--workers N] [--json FILE]
+        [--convert-rgb-masks DIR] [key=value ...]
+
+Reads every sample once and names, per file: unreadable images, colour (RGB) masks and the
+colours they use, mask values outside [0, num_classes) other than ignore_index, masks whose
+size differs from their image's, and duplicate sample names. Then prints the class pixel
+frequencies, image size statistics and the class weights `weight: auto` would use.
+Exit status 1 when it found a problem, 0 for a clean dataset.
+
+--convert-rgb-masks DIR writes each colour mask found as an index mask (the dataset's palette
+colours become their class ids, other colours ignore_index) into DIR; point the dataset's
+`mask_dir` there.
+"""
+
+import argparse
+import json
+import sys
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+from tqdm import tqdm
+
+from framework.analysis.class_weights import METHODS, compute_weights
+from framework.analysis.dataset_scan import class_totals, read_mask_raw, scan
+from framework.config import import_custom_modules, load_config, to_plain
+from framework.data.base import SegmentationDataset
+from framework.engine.cli import run
+from framework.errors import ConfigError
+from framework.inference.io import write_index_mask
+from framework.registry import DATASETS
+
+
+def parse_args() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config", required=True, help="YAML config file")
+    parser.add_argument("--split", default="train", help="which data section: train, val or test")
+    parser.add_argument("--workers", type=int, default=0, help="processes reading the files")
+    parser.add_argument("--json", help="also write the report as JSON here")
+    parser.add_argument("--convert-rgb-masks", metavar="DIR", help="write colour masks as index masks here")
+    parser.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides")
+    return parser
+
+
+def build_dataset(config: str, split: str, overrides) -> SegmentationDataset:
+    cfg = load_config(config, overrides)
+    import_custom_modules(cfg)
+    section = to_plain(cfg)["data"].get(split)
+    if not section:
+        raise ConfigError(f"data.{split}: the config has no such data section")
+    dataset = DATASETS.build(section["dataset"], path=f"data.{split}.dataset")
+    if not isinstance(dataset, SegmentationDataset):
+        raise ConfigError(f"data.{split}.dataset: {type(dataset).__name__} is not a segmentation dataset "
+                          "(check_dataset checks images with class masks)")
+    return dataset
+
+
+def colour_names(colours, dataset: SegmentationDataset) -> str:
+    by_colour = {tuple(c): name for c, name in zip(dataset.palette, dataset.class_names)}
+    return ", ".join(f"{c}={by_colour.get(c, '?')}" for c in colours[:8]) + (" ..." if len(colours) > 8 else "")
+
+
+def problems_of(records, dataset: SegmentationDataset, config: str) -> list[str]:
+    problems = []
+    for record in records:
+        problems += record.problems
+        if record.colours:
+            problems.append(f"  colours used: {colour_names(record.colours, dataset)}; convert with "
+                            f"python tools/check_dataset.py --config {config} --convert-rgb-masks DIR")
+    duplicates = [name for name, n in Counter(r.name for r in records).items() if n > 1]
+    if duplicates:
+        problems.append(f"duplicate sample names: {', '.join(duplicates[:10])}")
+    return problems
+
+
+def class_table(records, dataset: SegmentationDataset) -> tuple[list[dict], list[str]]:
+    pixels, image_pixels, images = class_totals(records, dataset.num_classes)
+    weights = {m: compute_weights(pixels, image_pixels, m) for m in METHODS}
+    total = max(int(pixels.sum()), 1)
+    rows = [{"class": name, "pixels": int(pixels[c]), "share": float(pixels[c] / total), "images": int(images[c]),
+             **{f"weight_{m}": float(weights[m][c]) for m in METHODS}}
+            for c, name in enumerate(dataset.class_names)]
+    width = max(len("class"), *(len(r["class"]) for r in rows))
+    lines = [f"{'class':<{width}}  {'pixels':>12}  {'share':>7}  {'images':>7}  " + "  ".join(f"{m:>16}" for m in METHODS)]
+    lines += [f"{r['class']:<{width}}  {r['pixels']:>12}  {r['share']:>7.2%}  {r['images']:>7}  "
+              + "  ".join(f"{r[f'weight_{m}']:>16.4f}" for m in METHODS) for r in rows]
+    return rows, lines
+
+
+def size_statistics(records) -> dict:
+    sizes = np.array([r.size for r in records if r.size is not None]).reshape(-1, 2)
+    if not len(sizes):
+        return {}
+    stats = {f"{what}_{side}": int(fn(sizes[:, i])) for i, side in enumerate(("height", "width"))
+             for what, fn in (("min", np.min), ("median", np.median), ("max", np.max))}
+    return {**stats, "distinct_sizes": len({tuple(s) for s in sizes})}
+
+
+def convert_rgb_masks(records, dataset: SegmentationDataset, folder: Path) -> int:
+    folder.mkdir(parents=True, exist_ok=True)
+    palette = np.array(dataset.palette, dtype=np.uint8)
+    converted = 0
+    for record in (r for r in records if r.colours):
+        colours = read_mask_raw(dataset.mask_path(record.index))
+        labels = np.full(colours.shape[:2], dataset.ignore_index, dtype=np.uint8)
+        for class_id, colour in enumerate(palette):
+            labels[(colours == colour).all(axis=2)] = class_id
+        write_index_mask(folder / Path(dataset.mask_path(record.index)).name, labels, palette)
+        converted += 1
+    return converted
+
+
+def main(args: argparse.Namespace) -> int:
+    dataset = build_dataset(args.config, args.split, args.overrides)
+    with tqdm(total=len(dataset), disable=not sys.stdout.isatty(), file=sys.stdout, unit="sample", leave=False) as bar:
+        records = scan(dataset, args.workers, on_record=lambda done: bar.update(1))
+    problems = problems_of(records, dataset, args.config)
+    rows, table = class_table(records, dataset)
+    sizes = size_statistics(records)
+    print(f"data.{args.split}: {type(dataset).__name__}, {len(records)} samples, {dataset.num_classes} classes")
+    print("\n".join(table))
+    if sizes:
+        print("image sizes (HxW): " + "  ".join(f"{k} {v}" for k, v in sizes.items()))
+    if args.convert_rgb_masks:
+        count = convert_rgb_masks(records, dataset, Path(args.convert_rgb_masks))
+        print(f"{count} colour masks written as index masks to {args.convert_rgb_masks}")
+    if args.json:
+        report = {"split": args.split, "samples": len(records), "problems": problems, "classes": rows, "sizes": sizes}
+        Path(args.json).write_text(json.dumps(report, indent=2) + "\n")
+    if problems:
+        print(f"{len([p for p in problems if not p.startswith('  ')])} problem(s):")
+        print("\n".join(problems))
+        return 1
+    print("no problems found")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run(main, parse_args()))

@@ -1,0 +1,144 @@
+"""Run a trained model on your own images (any size):
+
+    python tools/infer.py --config CFG --checkpoint CKPT --input FILE|DIR|GLOB [...] --output DIR
+        [--mode whole|slide --crop H W --stride H W --tile-batch N] [--flip] [--scales 0.75 1 1.25]
+        [--batch-size N] [--device cpu|cuda] [--amp] [key=value ...]
+
+Segmentation writes <output>/masks/<name>.png (palette PNGs whose pixel values are the class
+ids) and <output>/overlays/<name>.png (the image blended with the class colours), each at its
+input's size. Options not given come from the task's `inference:` settings.
+A conditional GAN (pix2pix) writes <output>/<name>.png from each input; an unconditional one
+(DCGAN) writes --num images from noise drawn with --seed (no --input).
+"""
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from framework.data.folder import read_rgb_image
+from framework.engine.build import select_device
+from framework.engine.cli import run
+from framework.errors import ConfigError
+from framework.inference.io import list_inputs, load_trained_task, overlay, write_index_mask, write_rgb
+
+
+def parse_args() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config", required=True, help="the config the model was trained with")
+    parser.add_argument("--checkpoint", required=True, help="training checkpoint (.pth)")
+    parser.add_argument("--input", nargs="+", default=[], help="image files, folders or glob patterns")
+    parser.add_argument("--output", required=True, help="folder for the results")
+    parser.add_argument("--mode", choices=["whole", "slide"], help="whole image, or sliding window tiles")
+    parser.add_argument("--crop", type=int, nargs=2, metavar=("H", "W"), help="slide: tile size")
+    parser.add_argument("--stride", type=int, nargs=2, metavar=("H", "W"), help="slide: step between tiles")
+    parser.add_argument("--tile-batch", type=int, help="slide: tiles per forward pass")
+    parser.add_argument("--flip", action="store_true", default=None, help="add horizontally flipped predictions")
+    parser.add_argument("--scales", type=float, nargs="+", help="multi-scale test-time augmentation")
+    parser.add_argument("--batch-size", type=int, default=4, help="images per forward pass (same-size images)")
+    parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N")
+    parser.add_argument("--amp", action="store_true", help="autocast (float16 on CUDA, bfloat16 on CPU)")
+    parser.add_argument("--num", type=int, default=16, help="unconditional GAN: images to generate")
+    parser.add_argument("--seed", type=int, default=0, help="unconditional GAN: noise seed")
+    parser.add_argument("--progress", choices=["auto", "on", "off"], default="auto", help="progress bar")
+    parser.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides")
+    return parser
+
+
+def same_size_batches(paths: list[Path], batch_size: int):
+    """Consecutive images of one size, `batch_size` at most, as (paths, HxWx3 arrays)."""
+    batch: list[tuple[Path, np.ndarray]] = []
+    for path in paths:
+        image = read_rgb_image(str(path))
+        if batch and (len(batch) == batch_size or batch[0][1].shape != image.shape):
+            yield batch
+            batch = []
+        batch.append((path, image))
+    if batch:
+        yield batch
+
+
+def to_tensor(images: list[np.ndarray], device: torch.device) -> torch.Tensor:
+    return torch.from_numpy(np.stack(images)).permute(0, 3, 1, 2).contiguous().to(device)
+
+
+def segment(task, settings, paths, args, device, output: Path, bar) -> None:
+    predictor = task.predictor(settings)
+    palette = task.palette.cpu().numpy()
+    (output / "masks").mkdir(parents=True, exist_ok=True)
+    (output / "overlays").mkdir(parents=True, exist_ok=True)
+    for batch in same_size_batches(paths, args.batch_size):
+        images = [image for _, image in batch]
+        with autocast(device, args.amp):
+            labels = predictor.predict(to_tensor(images, device)).cpu().numpy()
+        for (path, image), label in zip(batch, labels):
+            write_index_mask(output / "masks" / f"{path.stem}.png", label, palette)
+            write_rgb(output / "overlays" / f"{path.stem}.png", overlay(image, label, palette))
+        bar.update(len(batch))
+
+
+def generate(task, paths, args, device, output: Path, bar) -> None:
+    from framework.inference.generator import GeneratorPredictor
+
+    predictor = GeneratorPredictor(task)
+    output.mkdir(parents=True, exist_ok=True)
+    if not predictor.conditional:
+        noise = predictor.noise(args.num, args.seed, device)
+        for first in range(0, args.num, args.batch_size):
+            with autocast(device, args.amp):
+                images = predictor.sample(noise[first:first + args.batch_size])
+            for i, image in enumerate(images, start=first):
+                write_rgb(output / f"sample_{i:04d}.png", to_uint8(image))
+            bar.update(len(images))
+        return
+    for batch in same_size_batches(paths, args.batch_size):
+        with autocast(device, args.amp):
+            images = predictor.translate(to_tensor([image for _, image in batch], device))
+        for (path, _), image in zip(batch, images):
+            write_rgb(output / f"{path.stem}.png", to_uint8(image))
+        bar.update(len(batch))
+
+
+def to_uint8(image: torch.Tensor) -> np.ndarray:
+    """3 x H x W float in [0, 1] -> H x W x 3 uint8."""
+    return (image.float() * 255).round().byte().permute(1, 2, 0).cpu().numpy()
+
+
+def autocast(device: torch.device, enabled: bool):
+    dtype = torch.float16 if device.type == "cuda" else torch.bfloat16
+    return torch.autocast(device.type, dtype=dtype, enabled=enabled)
+
+
+def main(args: argparse.Namespace) -> None:
+    device = select_device(args.device)
+    task, _ = load_trained_task(args.config, args.checkpoint, args.overrides, device)
+    output = Path(args.output)
+    segmentation = hasattr(task, "predictor")
+    unconditional = not segmentation and not getattr(task, "conditional", True)
+    if not unconditional and not args.input:
+        raise ConfigError("--input: give image files, folders or glob patterns")
+    paths = [] if unconditional else list_inputs(args.input)
+    total = args.num if unconditional else len(paths)
+    show = sys.stdout.isatty() if args.progress == "auto" else args.progress == "on"
+    bar = tqdm(total=total, disable=not show, file=sys.stdout, unit="image", leave=False)
+    start = time.perf_counter()
+    if segmentation:
+        try:
+            settings = task.inference.replace(mode=args.mode, crop=args.crop, stride=args.stride,
+                                              tile_batch=args.tile_batch, flip=args.flip, scales=args.scales)
+        except ValueError as err:
+            raise ConfigError(str(err)) from err
+        segment(task, settings, paths, args, device, output, bar)
+    else:
+        generate(task, paths, args, device, output, bar)
+    bar.close()
+    seconds = time.perf_counter() - start
+    print(f"{total} images in {seconds:.2f}s ({total / max(seconds, 1e-9):.2f} images/s) -> {output}")
+
+
+if __name__ == "__main__":
+    sys.exit(run(main, parse_args()))

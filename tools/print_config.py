@@ -1,0 +1,32 @@
+"""Print the resolved config: bases merged, overrides applied, interpolations resolved, defaults
+filled in (what a run would use, and what it saves as <work_dir>/config.yaml).
+
+    python tools/print_config.py --config CFG [--output FILE] [key=value ...]
+"""
+
+import argparse
+import sys
+
+from omegaconf import OmegaConf
+
+from framework.config import load_config, save_config
+from framework.engine.cli import run
+
+
+def parse_args() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config", required=True, help="YAML config file")
+    parser.add_argument("--output", help="also write it to this file")
+    parser.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides")
+    return parser
+
+
+def main(args: argparse.Namespace) -> None:
+    cfg = load_config(args.config, args.overrides)
+    print(OmegaConf.to_yaml(cfg, resolve=True), end="")
+    if args.output:
+        save_config(cfg, args.output)
+
+
+if __name__ == "__main__":
+    sys.exit(run(main, parse_args()))
