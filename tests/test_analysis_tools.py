@@ -9,7 +9,7 @@ import yaml
 
 from framework.config import load_config, to_plain
 from framework.data.loader import build_dataloader
-from framework.inference.io import load_trained_task
+from framework.engine.trained import load_trained_task
 from framework.visualization.palette import colorize
 from support import REPO, call_tool
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from framework.inference.io import load_trained_task
+from framework.engine.trained import load_trained_task
 from support import REPO, call_tool
 
 onnxruntime = pytest.importorskip("onnxruntime")  # the [export] extra (also in [dev])

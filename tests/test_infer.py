@@ -12,8 +12,8 @@ import torch.nn.functional as F
 from PIL import Image
 from torch import nn
 
+from framework.engine.trained import load_trained_task
 from framework.inference.generator import GeneratorPredictor
-from framework.inference.io import load_trained_task
 from framework.inference.segmentation import SegmentationPredictor, tile_starts
 from framework.inference.settings import InferenceSettings
 from framework.models.unet import UNet

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from framework.analysis.model_stats import human, module_rows, task_examples
 from framework.engine.cli import run
-from framework.inference.io import load_trained_task
+from framework.engine.trained import load_trained_task
 
 
 def parse_args() -> argparse.ArgumentParser:

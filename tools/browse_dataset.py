@@ -20,7 +20,7 @@ from framework.config import import_custom_modules, load_config, to_plain
 from framework.data.loader import build_dataloader
 from framework.engine.cli import run
 from framework.errors import ConfigError
-from framework.inference.io import overlay, write_rgb
+from framework.visualization.masks import overlay, write_rgb
 from framework.visualization.palette import colorize
 
 

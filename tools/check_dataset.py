@@ -29,8 +29,8 @@ from framework.config import import_custom_modules, load_config, to_plain
 from framework.data.base import SegmentationDataset
 from framework.engine.cli import run
 from framework.errors import ConfigError
-from framework.inference.io import write_index_mask
 from framework.registry import DATASETS
+from framework.visualization.masks import write_index_mask
 
 
 def parse_args() -> argparse.ArgumentParser:

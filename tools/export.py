@@ -20,8 +20,8 @@ import sys
 from pathlib import Path
 
 from framework.engine.cli import run
+from framework.engine.trained import load_trained_task
 from framework.inference.export import FORMATS, deployable, example_inputs, export, max_difference, require_onnx
-from framework.inference.io import load_trained_task
 
 DEFAULT_ATOL = {"onnx": 1e-4, "torchscript": 1e-5}
 

@@ -20,11 +20,12 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from framework.data.folder import read_rgb_image
+from framework.data.folder import list_inputs, read_rgb_image
 from framework.engine.build import select_device
 from framework.engine.cli import run
+from framework.engine.trained import load_trained_task
 from framework.errors import ConfigError
-from framework.inference.io import list_inputs, load_trained_task, overlay, write_index_mask, write_rgb
+from framework.visualization.masks import overlay, write_index_mask, write_rgb
 
 
 def parse_args() -> argparse.ArgumentParser:

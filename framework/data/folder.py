@@ -8,8 +8,10 @@ single-channel PNGs.
 
 from __future__ import annotations
 
+import glob
 import os
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 
 import cv2
 import numpy as np
@@ -190,3 +192,21 @@ class ImageMaskFolder(_FolderDataset):
             require_all(names, images, "image", self.image_dir)
         require_all(names, masks, f"mask ({mask_suffix})", self.mask_dir)
         self._set_samples(names, [images[n] for n in names], [masks[n] for n in names])
+
+
+def list_inputs(specs: list[str]) -> list[Path]:
+    """Image files named by each spec: a file, a folder (its images, sorted) or a glob pattern."""
+    found: list[Path] = []
+    for spec in specs:
+        if os.path.isdir(spec):
+            found += sorted(p for p in Path(spec).iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
+        elif os.path.isfile(spec):
+            found.append(Path(spec))
+        else:
+            matches = sorted(Path(p) for p in glob.glob(spec, recursive=True))
+            if not matches:
+                raise DataError(f"--input {spec}: no such file or folder, and no file matches it")
+            found += [p for p in matches if p.suffix.lower() in IMAGE_SUFFIXES]
+    if not found:
+        raise DataError(f"--input {' '.join(specs)}: no images ({', '.join(IMAGE_SUFFIXES)})")
+    return found

@@ -25,7 +25,7 @@ from urllib.parse import urlparse
 import torch
 from torch import nn
 
-from framework.engine.pretrained import LoadSpec, _without_wrappers, weights_in_file
+from framework.engine.partial_load import LoadSpec, _without_wrappers, weights_in_file
 from framework.errors import CheckpointError, ConfigError
 
 logger = logging.getLogger("framework")

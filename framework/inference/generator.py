@@ -11,11 +11,21 @@ import torch
 
 from framework.inference.segmentation import pad_to_multiple
 from framework.inference.settings import network_size_divisor
-from framework.tasks.gan import GANTask, to_signed, to_unit
+
+
+def to_signed(image: torch.Tensor) -> torch.Tensor:
+    """uint8 [0, 255] -> float [-1, 1] (what generators take and make)."""
+    return image.float() / 127.5 - 1
+
+
+def to_unit(image: torch.Tensor) -> torch.Tensor:
+    """float [-1, 1] -> float [0, 1], clamped."""
+    return ((image + 1) / 2).clamp(0, 1)
 
 
 class GeneratorPredictor:
-    def __init__(self, task: GANTask):
+    def __init__(self, task):
+        """`task`: a GANTask (its `eval_generator`, `conditional` and `latent_dim`)."""
         self.task = task
         self.generator = task.eval_generator
         self.size_divisor = network_size_divisor(self.generator)

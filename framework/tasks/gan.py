@@ -42,22 +42,13 @@ import torch.nn.functional as F
 from torch import nn
 from torchvision.utils import make_grid
 
+from framework.inference.generator import to_signed, to_unit
 from framework.losses.gan import GANLoss, gradient_penalty
 from framework.registry import TASKS
 from framework.tasks.base import Task, average_logs, frozen, unwrap
 from framework.tasks.gan_health import GANHealth
 from framework.tasks.replay import random_state, replaying
 from framework.visualization.panels import side_by_side, stack_rows, write_named_pngs
-
-
-def to_signed(image: torch.Tensor) -> torch.Tensor:
-    """uint8 [0, 255] -> float [-1, 1]."""
-    return image.float() / 127.5 - 1
-
-
-def to_unit(image: torch.Tensor) -> torch.Tensor:
-    """float [-1, 1] -> float [0, 1], clamped."""
-    return ((image + 1) / 2).clamp(0, 1)
 
 
 @TASKS.register()
