@@ -13,12 +13,10 @@ import argparse
 import os
 import sys
 
-from torch.distributed.elastic.multiprocessing.errors import record
-
+# Only what reads and validates the config is imported up front (no torch): `--help` and a
+# config mistake answer in well under two seconds. torch comes with the engine, in main().
 from framework.config import default_work_dir, load_config
 from framework.engine.cli import run
-from framework.engine.dist import destroy_distributed, init_distributed
-from framework.engine.runner import build_trainer, setup_logging
 
 
 def parse_args() -> argparse.ArgumentParser:
@@ -39,6 +37,9 @@ def main(args: argparse.Namespace) -> int:
         args.resume = True
     cfg = load_config(args.config, args.overrides)
     cfg.work_dir = args.work_dir or cfg.work_dir or default_work_dir(args.config)
+    from framework.engine.dist import destroy_distributed, init_distributed
+    from framework.engine.runner import build_trainer, setup_logging
+
     try:
         init_distributed(cfg.dist.backend, cfg.dist.timeout)  # under torchrun; first, so logs know the rank
         setup_logging(cfg.work_dir)
@@ -51,8 +52,11 @@ def main(args: argparse.Namespace) -> int:
     return 128 + trainer.stop_signal if stopped_early else 0
 
 
-@record  # under torchrun, the failing rank's error is reported in torchrun's summary
 def entry() -> int:
+    if "TORCHELASTIC_RUN_ID" in os.environ:  # under torchrun: the failing rank's error goes in its summary
+        from torch.distributed.elastic.multiprocessing.errors import record
+
+        return record(run)(main, parse_args())
     return run(main, parse_args())
 
 

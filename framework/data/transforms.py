@@ -14,10 +14,6 @@ import inspect
 from collections.abc import Sequence
 from typing import Any
 
-import albumentations as A
-from albumentations.core.composition import BaseCompose
-from albumentations.pytorch import ToTensorV2
-
 from framework.errors import ConfigError
 from framework.registry import TRANSFORMS, is_node
 
@@ -26,6 +22,11 @@ _ABSTRACT_BASES = {"BasicTransform", "DualTransform", "ImageOnlyTransform", "Tra
 
 
 def _register_albumentations() -> None:
+    # albumentations is imported here, on the first lookup of a transform, not with the framework.
+    import albumentations as A
+    from albumentations.core.composition import BaseCompose
+    from albumentations.pytorch import ToTensorV2
+
     for name, obj in vars(A).items():
         if (
             inspect.isclass(obj)
@@ -37,19 +38,22 @@ def _register_albumentations() -> None:
         TRANSFORMS.add(ToTensorV2, "ToTensorV2")
 
 
-_register_albumentations()
+TRANSFORMS.add_source(_register_albumentations)
 
 
 def build_pipeline(
     transforms: Sequence[Any] = (),
     additional_targets: dict[str, str] | None = None,
     path: str = "pipeline",
-) -> A.Compose:
+) -> "A.Compose":
     """One `A.Compose` from built transforms and/or config nodes (built via TRANSFORMS).
 
     `path` is the config path of the list, so a bad node is reported as e.g.
     `data.train.dataset.pipeline[2].type: unknown type ...`.
     """
+    import albumentations as A
+    from albumentations.core.composition import BaseCompose
+
     if isinstance(transforms, str) or not isinstance(transforms, Sequence):
         raise ConfigError(f"{path}: expected a list of transforms, got {transforms!r}")
     built = []

@@ -35,7 +35,6 @@ import cv2
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torchvision.utils import make_grid
 
 from framework.losses.gan import GANLoss, gradient_penalty
 from framework.registry import TASKS
@@ -225,6 +224,8 @@ class GANTask(Task):
             rows = torch.cat([outputs["input"][:n], outputs["fake"][:n], outputs["real"][:n]], dim=3)
             return {"samples": torch.cat(list(rows), dim=1)}
         samples = to_unit(self.eval_generator(self.fixed_noise))
+        from torchvision.utils import make_grid  # torchvision's import costs ~1 s: only when drawing
+
         return {"samples": make_grid(samples, nrow=math.ceil(math.sqrt(samples.shape[0])), padding=2)}
 
     def save_visuals(self, batch: dict, outputs: dict, folder) -> None:
