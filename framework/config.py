@@ -49,6 +49,7 @@ DEFAULTS: dict[str, Any] = {
     "hooks": [],  # extra hooks: [{type: MyHook, ...}]
     "sync_bn": False,  # BatchNorm statistics over all processes (multi-process runs only)
     "channels_last": False,  # NHWC memory format for the task's networks (faster convolutions)
+    "compile": False,  # torch.compile each trainable network: true, or {backend, mode, dynamic, fullgraph, options}
     "amp": {
         "enabled": False,
         "dtype": "float16",  # float16 (with a GradScaler) or bfloat16 (no scaler; works on CPU)

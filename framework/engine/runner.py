@@ -17,6 +17,7 @@ from framework.config import import_custom_modules, save_config, to_plain
 from framework.data.loader import build_dataloader
 from framework.engine import checkpoint as ckpt
 from framework.engine import pretrained
+from framework.engine.compile import compile_networks
 from framework.engine.dist import get_rank, get_world_size, init_distributed, is_main, wrap_networks
 from framework.engine.hooks import CheckpointHook, EvalHook, LoggerHook, LRSchedulerHook
 from framework.engine.optim import build_optimizers
@@ -188,6 +189,7 @@ def build_trainer(cfg: DictConfig, work_dir: str, resume: str | bool | None = No
             setattr(task, name, convert_sync_batchnorm(network, device))
     if plain["channels_last"]:
         task.to(memory_format=torch.channels_last)  # 4-D weights (and the EMA copy) go NHWC
+    compile_networks(task.networks(), plain["compile"])  # in place, before DDP wraps them
     amp_dtype = amp_settings(plain["amp"])
     scaler = torch.amp.GradScaler(device.type) if amp_dtype == torch.float16 else None
     optim = build_optimizers(plain, task, max_iters, scaler)
