@@ -65,6 +65,7 @@ DEFAULTS: dict[str, Any] = {
     "hooks": [],  # extra hooks: [{type: MyHook, ...}]
     "sync_bn": False,  # BatchNorm statistics over all processes (multi-process runs only)
     "channels_last": False,  # NHWC memory format for the task's networks (faster convolutions)
+    "compile": False,  # torch.compile each trainable network: true, or {backend, mode, dynamic, fullgraph, options}
     "amp": {
         "enabled": False,
         "dtype": "float16",  # float16 (with a GradScaler) or bfloat16 (no scaler; works on CPU)
@@ -95,8 +96,9 @@ DEFAULTS: dict[str, Any] = {
 
 # The type and range of every public key, checked on the whole config (after overrides and
 # interpolation) before anything is built; every mistake is reported, one line each.
-_LOADER = section({"dataset": node, "batch_size": integer(1), "num_workers": integer(0), "shuffle": boolean,
-                   "pin_memory": one_of(True, False, "auto"), "persistent_workers": boolean}, required=("dataset",))
+_LOADER = section({"dataset": node, "batch_size": integer(1), "num_workers": any_of(integer(0), one_of("auto")),
+                   "shuffle": boolean, "pin_memory": one_of(True, False, "auto"), "persistent_workers": boolean,
+                   "cache": optional(one_of("memory")), "cache_limit_mb": number(min=0)}, required=("dataset",))
 _CLIP_GRAD = section({"max_norm": number(above=0), "norm_type": number(above=0), "error_if_nonfinite": boolean,
                       "foreach": optional(boolean)}, required=("max_norm",))
 _OPTIMIZER = section({"type": string, "lr": number(above=0), "weight_decay": number(min=0),
@@ -112,6 +114,7 @@ SCHEMA = section({
     "task": node, "data": section({"train": optional(_LOADER), "val": optional(_LOADER), "test": optional(_LOADER)}),
     "optim": optional(_OPTIMIZER), "optimizers": optional(each(_OPTIMIZER)),
     "metrics": list_of(node), "hooks": list_of(node), "sync_bn": boolean, "channels_last": boolean,
+    "compile": any_of(boolean, mapping),
     "amp": section({"enabled": boolean, "dtype": one_of("float16", "bfloat16")}),
     "dist": section({"backend": one_of("auto", "gloo", "nccl", "mpi"), "timeout": number(above=0),
                      "find_unused_parameters": boolean, "broadcast_buffers": boolean}),

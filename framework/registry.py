@@ -48,9 +48,23 @@ class Registry:
 
     def __init__(self, name: str):
         self.name = name
-        self._entries: dict[str, Callable] = {}
         self._extra_keys: dict[tuple[str, ...], Callable[[Any, dict, str], None]] = {}
+        self._table: dict[str, Callable] = {}
+        self._sources: list[Callable[[], Any]] = []  # loaders not run yet (see add_source)
         _ALL_REGISTRIES.append(self)
+
+    def add_source(self, loader: Callable[[], Any]) -> None:
+        """Fill the registry later: `loader()` (which registers entries, e.g. by importing a
+        module) runs on the first lookup, listing or registration. Built-in components come in
+        this way, so `import framework` imports neither torch nor albumentations, and a config
+        that uses no transform never imports albumentations."""
+        self._sources.append(loader)
+
+    @property
+    def _entries(self) -> dict[str, Callable]:
+        while self._sources:  # pop first: a loader's own registrations come back here
+            self._sources.pop(0)()
+        return self._table
 
     def __repr__(self) -> str:
         return f"Registry({self.name!r}, {len(self._entries)} entries)"
@@ -81,7 +95,7 @@ class Registry:
                 f"'{key}' is already registered in the {self.name} registry "
                 f"(by {existing.__module__}.{existing.__qualname__}); pick another name"
             )
-        self._entries[key] = obj
+        self._table[key] = obj
 
     def allow_keys(self, keys: tuple[str, ...], receive: Callable[[Any, dict, str], None]) -> None:
         """Let this registry's nodes carry `keys` that the components themselves do not take.
@@ -157,7 +171,10 @@ class Registry:
     def _registry_for(self, type_name: str, path: str) -> Registry:
         if type_name in self:
             return self
-        owners = [r for r in _ALL_REGISTRIES if type_name in r]
+        # Registries already filled first: looking a model up must not import albumentations.
+        owners = [r for r in _ALL_REGISTRIES if not r._sources and type_name in r._table]
+        if not owners:
+            owners = [r for r in _ALL_REGISTRIES if type_name in r]
         if len(owners) == 1:
             return owners[0]
         if len(owners) > 1:
@@ -213,3 +230,22 @@ SCHEDULERS = Registry("schedulers")
 METRICS = Registry("metrics")
 HOOKS = Registry("hooks")
 TASKS = Registry("tasks")
+
+
+def _importer(module: str) -> Callable[[], Any]:
+    import importlib
+
+    return lambda: importlib.import_module(module)
+
+
+# The built-in components, imported on first use of their registry (framework/__init__.py).
+MODELS.add_source(_importer("framework.models"))
+LOSSES.add_source(_importer("framework.losses"))
+DATASETS.add_source(_importer("framework.data"))
+TRANSFORMS.add_source(_importer("framework.data.transforms"))
+OPTIMIZERS.add_source(_importer("framework.engine.optim"))
+SCHEDULERS.add_source(_importer("framework.engine.schedulers"))
+METRICS.add_source(_importer("framework.metrics"))
+HOOKS.add_source(_importer("framework.engine.hooks"))
+HOOKS.add_source(_importer("framework.engine.frozen_start"))
+TASKS.add_source(_importer("framework.tasks"))

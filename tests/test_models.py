@@ -22,8 +22,15 @@ def test_group_norm_groups_divide_channels(channels, groups):
     assert build_norm("gn", channels).num_groups == groups
 
 
+def test_instance_norm_is_affine_only_when_asked():
+    # "in" is the official pix2pix's InstanceNorm2d(affine=False): no learned scale or shift
+    assert build_norm("in", 8).weight is None and not build_norm("in", 8).affine
+    affine = build_norm("in_affine", 8)
+    assert affine.affine and affine.weight.shape == (8,) and affine.bias.shape == (8,)
+
+
 def test_build_norm_rejects_unknown_name():
-    with pytest.raises(ValueError, match=r"'batch'.*'bn', 'gn', 'in', 'none'"):
+    with pytest.raises(ValueError, match=r"'batch'.*'bn', 'gn', 'in', 'in_affine', 'none'"):
         build_norm("batch", 8)
 
 

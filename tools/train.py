@@ -15,14 +15,10 @@ import logging
 import os
 import sys
 
-from torch.distributed.elastic.multiprocessing.errors import record
-
+# Only what reads and validates the config is imported up front (no torch): `--help` and a
+# config mistake answer in well under two seconds. torch comes with the engine, in main().
 from framework.config import default_work_dir, load_config
-from framework.engine.build import build_trainer
 from framework.engine.cli import run, setup_logging
-from framework.engine.dist import destroy_distributed, init_distributed, is_main
-from framework.engine.resume import auto_resume_enabled
-from framework.engine.workdir import claim_work_dir
 
 
 def parse_args() -> argparse.ArgumentParser:
@@ -46,6 +42,11 @@ def main(args: argparse.Namespace) -> int:
     notes: list[str] = []
     cfg = load_config(args.config, args.overrides, notes)
     cfg.work_dir = args.work_dir or cfg.work_dir or default_work_dir(args.config)
+    from framework.engine.build import build_trainer
+    from framework.engine.dist import destroy_distributed, init_distributed, is_main
+    from framework.engine.resume import auto_resume_enabled
+    from framework.engine.workdir import claim_work_dir
+
     resuming = bool(args.resume) or auto_resume_enabled(cfg.auto_resume)
     try:
         init_distributed(cfg.dist.backend, cfg.dist.timeout)  # the one owner of the process group
@@ -63,8 +64,11 @@ def main(args: argparse.Namespace) -> int:
     return 128 + trainer.stop_signal if stopped_early else 0
 
 
-@record  # under torchrun, the failing rank's error is reported in torchrun's summary
 def entry() -> int:
+    if "TORCHELASTIC_RUN_ID" in os.environ:  # under torchrun: the failing rank's error goes in its summary
+        from torch.distributed.elastic.multiprocessing.errors import record
+
+        return record(run)(main, parse_args())
     return run(main, parse_args())
 
 

@@ -5,10 +5,17 @@
       val:   {dataset: {...}, batch_size: 8}
 
 `batch_size` is per process: under torchrun with W processes the global batch is W x batch_size.
+
+`num_workers: auto` sizes the worker processes with the compute in mind: on a CPU device the
+training threads already use every core, so a worker process only pays when there are cores
+to spare (none on up to 4 cores, or when `cache: memory` leaves only augmentation to do);
+on CUDA the cores are free for data, up to 8 workers. `cache: memory` (framework/data/cache.py)
+decodes every sample once when the loader is built.
 """
 
 from __future__ import annotations
 
+import os
 import random
 from collections.abc import Mapping
 
@@ -16,6 +23,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader
 
+from framework.data.cache import cache_in_memory
 from framework.data.sampler import EpochSampler, ShardSampler
 from framework.errors import ConfigError
 from framework.registry import DATASETS, did_you_mean
@@ -23,11 +31,32 @@ from framework.registry import DATASETS, did_you_mean
 LOADER_KEYS = {
     "dataset": None,
     "batch_size": 8,
-    "num_workers": 2,
+    "num_workers": "auto",  # auto: see auto_workers
     "shuffle": True,  # training only; evaluation is always in order
     "pin_memory": "auto",  # auto: when training on CUDA
     "persistent_workers": True,
+    "cache": None,  # memory: decode every sample once and keep it in RAM (framework/data/cache.py)
+    "cache_limit_mb": 4096,  # decoded bytes cached at most; the rest is decoded per access
 }
+
+
+def auto_workers(device: torch.device | None, cached: bool, cores: int | None = None) -> int:
+    """Worker processes for `num_workers: auto` (see the module docstring for the reasoning)."""
+    if cores is None:
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    if device is not None and device.type == "cuda":
+        return max(1, min(8, cores - 1))
+    if cached or cores <= 4:
+        return 0
+    return min(8, cores // 4)
+
+
+def resolve_workers(setting, path: str, device: torch.device | None, cached: bool) -> int:
+    if setting == "auto":
+        return auto_workers(device, cached)
+    if isinstance(setting, bool) or not isinstance(setting, int) or setting < 0:
+        raise ConfigError(f"{path}.num_workers: must be auto or an integer >= 0, got {setting!r}")
+    return setting
 
 
 def loader_settings(section: Mapping, path: str) -> dict:
@@ -57,6 +86,7 @@ def build_dataloader(section: Mapping, path: str, *, train: bool, seed: int = 0,
                      world_size: int = 1, device: torch.device | None = None) -> DataLoader:
     settings = loader_settings(section, path)
     dataset = DATASETS.build(settings["dataset"], path=f"{path}.dataset")
+    dataset = cache_in_memory(dataset, settings["cache"], settings["cache_limit_mb"], path)
     if train:
         per_process = len(dataset) // world_size
         if per_process < settings["batch_size"]:
@@ -70,7 +100,7 @@ def build_dataloader(section: Mapping, path: str, *, train: bool, seed: int = 0,
                                with_seed=getattr(dataset, "takes_sample_seed", False))
     else:
         sampler = ShardSampler(len(dataset), rank=rank, world_size=world_size)
-    workers = int(settings["num_workers"])
+    workers = resolve_workers(settings["num_workers"], path, device, settings["cache"] is not None)
     pin = settings["pin_memory"]
     if pin == "auto":
         pin = device is not None and device.type == "cuda"

@@ -12,20 +12,24 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Sequence
-from typing import Any
-
-import albumentations as A
-from albumentations.core.composition import BaseCompose
-from albumentations.pytorch import ToTensorV2
+from typing import TYPE_CHECKING, Any
 
 from framework.errors import ConfigError
 from framework.registry import TRANSFORMS, is_node
+
+if TYPE_CHECKING:
+    import albumentations as A
 
 # Exported base classes that describe no augmentation of their own.
 _ABSTRACT_BASES = {"BasicTransform", "DualTransform", "ImageOnlyTransform", "Transform3D", "BaseCompose"}
 
 
 def _register_albumentations() -> None:
+    # albumentations is imported here, on the first lookup of a transform, not with the framework.
+    import albumentations as A
+    from albumentations.core.composition import BaseCompose
+    from albumentations.pytorch import ToTensorV2
+
     for name, obj in vars(A).items():
         if (
             inspect.isclass(obj)
@@ -37,7 +41,7 @@ def _register_albumentations() -> None:
         TRANSFORMS.add(ToTensorV2, "ToTensorV2")
 
 
-_register_albumentations()
+TRANSFORMS.add_source(_register_albumentations)
 
 
 def build_pipeline(
@@ -50,6 +54,9 @@ def build_pipeline(
     `path` is the config path of the list, so a bad node is reported as e.g.
     `data.train.dataset.pipeline[2].type: unknown type ...`.
     """
+    import albumentations as A
+    from albumentations.core.composition import BaseCompose
+
     if isinstance(transforms, str) or not isinstance(transforms, Sequence):
         raise ConfigError(f"{path}: expected a list of transforms, got {transforms!r}")
     built = []

@@ -19,6 +19,7 @@ from framework.analysis.class_weights import resolve_auto_class_weights
 from framework.config import import_custom_modules, save_config, to_plain
 from framework.data.loader import build_dataloader
 from framework.engine import network_settings, pretrained
+from framework.engine.compile import compile_networks
 from framework.engine.dist import get_rank, get_world_size, is_main, wrap_networks
 from framework.engine.hooks import CheckpointHook, EvalHook, HParamsHook, LoggerHook, LRSchedulerHook
 from framework.engine.nonfinite import NonFiniteGuard
@@ -107,7 +108,7 @@ def build_task(cfg: dict, device: torch.device):
 
 def build_networks(cfg: dict, device: torch.device, work_dir: str, load_pretrained: bool):
     """The task, its networks frozen/kept in eval as configured, pretrained weights loaded
-    (not when resuming: the checkpoint holds the weights), SyncBN, channels_last."""
+    (not when resuming: the checkpoint holds the weights), SyncBN, channels_last, compiled."""
     task = build_task(cfg, device)
     networks = network_settings.configured_networks(task)
     for _, network, settings in networks:
@@ -121,6 +122,7 @@ def build_networks(cfg: dict, device: torch.device, work_dir: str, load_pretrain
             setattr(task, name, convert_sync_batchnorm(network, device))
     if cfg["channels_last"]:
         task.to(memory_format=torch.channels_last)  # 4-D weights (and the EMA copy) go NHWC
+    compile_networks(task.networks(), cfg["compile"])  # in place, before DDP wraps them
     return task
 
 

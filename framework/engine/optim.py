@@ -28,10 +28,15 @@ from framework.engine.dist import all_reduce_min
 from framework.errors import ConfigError, NonFiniteError
 from framework.registry import OPTIMIZERS, did_you_mean
 
-# Every torch.optim optimizer, usable by its class name.
-for _name, _cls in vars(torch.optim).items():
-    if inspect.isclass(_cls) and issubclass(_cls, torch.optim.Optimizer) and _cls is not torch.optim.Optimizer:
-        OPTIMIZERS.add(_cls, _name)
+
+def _register_torch_optimizers() -> None:
+    """Every torch.optim optimizer, usable by its class name (registered on first lookup)."""
+    for name, cls in vars(torch.optim).items():
+        if inspect.isclass(cls) and issubclass(cls, torch.optim.Optimizer) and cls is not torch.optim.Optimizer:
+            OPTIMIZERS.add(cls, name)
+
+
+OPTIMIZERS.add_source(_register_torch_optimizers)
 
 # Keys of an optimizer entry that are ours, not the torch optimizer's.
 ENTRY_KEYS = ("params", "param_groups", "scheduler", "clip_grad")

@@ -28,10 +28,16 @@ from torch.optim.lr_scheduler import LRScheduler
 from framework.errors import ConfigError
 from framework.registry import SCHEDULERS, accepted_keywords
 
-for _name, _cls in vars(torch.optim.lr_scheduler).items():
-    if inspect.isclass(_cls) and issubclass(_cls, LRScheduler) and not _name.startswith("_") \
-            and _cls is not LRScheduler:
-        SCHEDULERS.add(_cls, _name)
+
+def _register_torch_schedulers() -> None:
+    """Every torch.optim.lr_scheduler class by name (registered on first lookup)."""
+    for name, cls in vars(torch.optim.lr_scheduler).items():
+        if inspect.isclass(cls) and issubclass(cls, LRScheduler) and not name.startswith("_") \
+                and cls is not LRScheduler:
+            SCHEDULERS.add(cls, name)
+
+
+SCHEDULERS.add_source(_register_torch_schedulers)
 
 
 @SCHEDULERS.register()

@@ -4,22 +4,24 @@ from __future__ import annotations
 
 from torch import nn
 
-NORMS = ("bn", "gn", "in", "none")
+NORMS = ("bn", "gn", "in", "in_affine", "none")
 
 
 def build_norm(norm: str, channels: int) -> nn.Module:
-    """A 2-d normalisation layer by short name: "bn", "gn", "in" or "none" (identity).
+    """A 2-d normalisation layer by short name: "bn", "gn", "in", "in_affine" or "none" (identity).
 
     "gn" uses the largest group count <= 32 that divides `channels` (32 for the usual
-    power-of-two widths), so any width works. "in" is affine, like the other norms.
+    power-of-two widths), so any width works. "in" is InstanceNorm2d without a learned scale
+    and shift, as in the official pix2pix/CycleGAN code (slightly faster too, see
+    benchmarks/gan_networks.py); "in_affine" adds them.
     """
     if norm == "bn":
         return nn.BatchNorm2d(channels)
     if norm == "gn":
         groups = max(g for g in range(1, min(32, channels) + 1) if channels % g == 0)
         return nn.GroupNorm(groups, channels)
-    if norm == "in":
-        return nn.InstanceNorm2d(channels, affine=True)
+    if norm in ("in", "in_affine"):
+        return nn.InstanceNorm2d(channels, affine=norm == "in_affine")
     if norm == "none":
         return nn.Identity()
     raise ValueError(f"unknown norm {norm!r}; choose one of {', '.join(repr(n) for n in NORMS)}")

@@ -7,11 +7,8 @@ holds the ResNet's layers (conv1 ... layer4, without avgpool/fc).
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import torch
 from torch import nn
-from torchvision.models import segmentation
 
 from framework.registry import MODELS
 
@@ -24,13 +21,18 @@ class _TorchvisionSegmentation(nn.Module):
     and, unless a task reads it, its parameters get no gradient (which DDP rejects).
     """
 
-    builders: dict[str, Callable] = {}
+    # backbone -> name of the builder in torchvision.models.segmentation, imported when a network
+    # is built (torchvision's import costs about a second, for every run that does not use it)
+    builders: dict[str, str] = {}
 
     def __init__(self, num_classes: int, backbone: str, aux_loss: bool):
         super().__init__()
         if backbone not in self.builders:
             raise ValueError(f"unknown backbone {backbone!r}; choose one of {', '.join(map(repr, self.builders))}")
-        self.net = self.builders[backbone](weights=None, weights_backbone=None, num_classes=num_classes, aux_loss=aux_loss)
+        from torchvision.models import segmentation
+
+        builder = getattr(segmentation, self.builders[backbone])
+        self.net = builder(weights=None, weights_backbone=None, num_classes=num_classes, aux_loss=aux_loss)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.net(x)["out"]
@@ -44,9 +46,9 @@ class DeepLabV3(_TorchvisionSegmentation):
     """
 
     builders = {
-        "resnet50": segmentation.deeplabv3_resnet50,
-        "resnet101": segmentation.deeplabv3_resnet101,
-        "mobilenet_v3_large": segmentation.deeplabv3_mobilenet_v3_large,
+        "resnet50": "deeplabv3_resnet50",
+        "resnet101": "deeplabv3_resnet101",
+        "mobilenet_v3_large": "deeplabv3_mobilenet_v3_large",
     }
 
     def __init__(self, num_classes: int, backbone: str = "resnet50", aux_loss: bool = False):
@@ -58,8 +60,8 @@ class FCN(_TorchvisionSegmentation):
     """FCN (output stride 8): logits N x num_classes x H x W."""
 
     builders = {
-        "resnet50": segmentation.fcn_resnet50,
-        "resnet101": segmentation.fcn_resnet101,
+        "resnet50": "fcn_resnet50",
+        "resnet101": "fcn_resnet101",
     }
 
     def __init__(self, num_classes: int, backbone: str = "resnet50", aux_loss: bool = False):

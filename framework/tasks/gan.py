@@ -40,7 +40,6 @@ import math
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torchvision.utils import make_grid
 
 from framework.inference.generator import to_signed, to_unit
 from framework.losses.gan import GANLoss, gradient_penalty
@@ -264,6 +263,8 @@ class GANTask(Task):
             panels = side_by_side(outputs["input"], outputs["fake"], outputs["real"])
             return {"samples": stack_rows(panels, max_images)}
         samples = to_unit(self.eval_generator(self.fixed_noise))
+        from torchvision.utils import make_grid  # torchvision's import costs ~1 s: only when drawing
+
         return {"samples": make_grid(samples, nrow=math.ceil(math.sqrt(samples.shape[0])), padding=2)}
 
     def save_visuals(self, batch: dict, outputs: dict, folder) -> None:

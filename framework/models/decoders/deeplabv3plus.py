@@ -8,7 +8,6 @@ from collections.abc import Sequence
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torchvision.models.segmentation.deeplabv3 import ASPP
 
 from framework.models.decoders.base import EncoderDecoder, first_at_stride
 from framework.models.encoders import Encoder
@@ -31,6 +30,8 @@ class DeepLabV3Plus(EncoderDecoder):
                  low_level_channels: int = 48, norm: str = "bn"):
         super().__init__(encoder, num_classes, in_channels, encoder_weights, adapt_in_channels, output_stride)
         rates = tuple(atrous_rates or DEFAULT_RATES.get(self.encoder.strides[-1], DEFAULT_RATES[16]))
+        from torchvision.models.segmentation.deeplabv3 import ASPP  # torchvision only when built
+
         self.aspp = ASPP(self.encoder.channels[-1], list(rates), aspp_channels)
         self.low_level = first_at_stride(self.encoder, 4)
         self.project = nn.Sequential(

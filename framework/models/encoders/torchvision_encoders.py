@@ -10,9 +10,7 @@ of stages: one map per stride 2, 4, 8, 16, 32 (ConvNeXt starts at 4).
 from __future__ import annotations
 
 import torch
-import torchvision
 from torch import nn
-from torchvision.models.feature_extraction import create_feature_extractor
 
 from framework.models.encoders.base import ENCODERS, Encoder
 
@@ -34,6 +32,9 @@ class TorchvisionEncoder(Encoder):
         super().__init__()
         if in_channels < 1:
             raise ValueError(f"in_channels must be >= 1, got {in_channels}")
+        import torchvision  # imported when an encoder is built, not with the registry
+        from torchvision.models.feature_extraction import create_feature_extractor
+
         model = torchvision.models.get_model(name, weights=None)
         for stage, dilation in (dilations or {}).items():
             dilate(model.get_submodule(stage), dilation)

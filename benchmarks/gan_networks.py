@@ -1,0 +1,69 @@
+"""Milliseconds per G+D training step of the pix2pix (64x64, batch 8, norm bn / in / in_affine)
+and DCGAN (32x32, batch 32) networks of the shipped configs, NCHW vs channels_last, on this
+machine's CPU. A measurement, not a test; the medians behind the configs' norm and
+channels_last choices.
+
+    python benchmarks/gan_networks.py [--steps 25] [--rounds 2]
+"""
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from projects.dcgan.models import DCGANDiscriminator, DCGANGenerator  # noqa: E402
+from projects.pix2pix.models import PatchGANDiscriminator, UNetGenerator  # noqa: E402
+
+
+def networks(kind: str, norm: str | None):
+    if kind == "pix2pix":
+        return (UNetGenerator(base_channels=16, num_downs=6, norm=norm), PatchGANDiscriminator(6, 16, 3, norm=norm),
+                torch.randn(8, 3, 64, 64), torch.randn(8, 3, 64, 64))
+    return (DCGANGenerator(latent_dim=64, base_channels=32, image_size=32),
+            DCGANDiscriminator(base_channels=32, image_size=32), torch.randn(32, 64, 1, 1), torch.randn(32, 3, 32, 32))
+
+
+def step_ms(kind: str, norm: str | None, channels_last: bool, steps: int) -> float:
+    torch.manual_seed(0)
+    G, D, x, y = networks(kind, norm)
+    if channels_last:
+        G, D = G.to(memory_format=torch.channels_last), D.to(memory_format=torch.channels_last)
+        y = y.contiguous(memory_format=torch.channels_last)
+        if kind == "pix2pix":
+            x = x.contiguous(memory_format=torch.channels_last)
+    condition = (lambda image: torch.cat([x, image], 1)) if kind == "pix2pix" else (lambda image: image)
+    opt_g = torch.optim.Adam(G.parameters(), 2e-4, betas=(0.5, 0.999))
+    opt_d = torch.optim.Adam(D.parameters(), 2e-4, betas=(0.5, 0.999))
+    times = []
+    for _ in range(steps):
+        start = time.perf_counter()
+        fake = G(x)
+        loss_d = F.softplus(-D(condition(y))).mean() + F.softplus(D(condition(fake.detach()))).mean()
+        opt_d.zero_grad(set_to_none=True), loss_d.backward(), opt_d.step()
+        loss_g = F.softplus(-D(condition(fake))).mean() + (100 * (fake - y).abs().mean() if kind == "pix2pix" else 0)
+        opt_g.zero_grad(set_to_none=True), loss_g.backward(), opt_g.step()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times[5:]) * 1000
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--steps", type=int, default=25)
+    parser.add_argument("--rounds", type=int, default=2, help="alternated rounds; the last is printed")
+    args = parser.parse_args()
+    variants = [("pix2pix", n, cl) for n in ("bn", "in", "in_affine") for cl in (False, True)]
+    variants += [("dcgan", None, cl) for cl in (False, True)]
+    for _ in range(args.rounds):  # the first round warms the machine and the allocator up
+        results = {v: step_ms(*v, args.steps) for v in variants}
+    for (kind, norm, channels_last), ms in results.items():
+        print(f"{kind:8s} norm {str(norm):9s} channels_last {str(channels_last):5s} {ms:6.1f} ms per G+D step")
+
+
+if __name__ == "__main__":
+    main()

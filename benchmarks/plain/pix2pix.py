@@ -1,0 +1,93 @@
+"""A researcher's own pix2pix script, the baseline of benchmarks/speed.py: decode a folder of
+A|B JPEG pairs into memory once, then train the framework's pix2pix U-Net generator and PatchGAN
+discriminator (built as the benchmark's config builds them) with the paper's losses: D on real
+and detached fake pairs, then G (D's parameters frozen) with the adversarial and 100 x L1 terms.
+
+    python benchmarks/plain/pix2pix.py ROOT --iters 1500 --batch 8 --window 50 --out ckpt.pth
+
+Prints one JSON line: {"window_times": [seconds per iteration, averaged over each window]}.
+"""
+
+import argparse
+import json
+import os
+import time
+
+import cv2
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from projects.pix2pix.models import PatchGANDiscriminator, UNetGenerator
+
+
+def load_pairs(folder):
+    files = sorted(os.listdir(folder))
+    pairs = np.stack([cv2.cvtColor(cv2.imread(os.path.join(folder, f)), cv2.COLOR_BGR2RGB) for f in files])
+    pairs = torch.from_numpy(pairs).permute(0, 3, 1, 2).contiguous()  # N x 3 x H x 2W uint8
+    half = pairs.shape[3] // 2
+    return pairs[..., :half].contiguous(), pairs[..., half:].contiguous()
+
+
+def random_flips(a, b):
+    for dim in (3, 2):
+        chosen = torch.rand(a.shape[0]) < 0.5
+        a[chosen], b[chosen] = a[chosen].flip(dim), b[chosen].flip(dim)
+    return a, b
+
+
+def set_requires_grad(network, flag):
+    for p in network.parameters():
+        p.requires_grad_(flag)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("root")
+    parser.add_argument("--iters", type=int, default=1500)
+    parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--window", type=int, default=50)
+    parser.add_argument("--norm", default="bn")
+    parser.add_argument("--out", default=None)
+    args = parser.parse_args()
+    torch.manual_seed(0)
+    inputs, targets = load_pairs(os.path.join(args.root, "train"))
+    G = UNetGenerator(base_channels=16, num_downs=6, norm=args.norm)
+    D = PatchGANDiscriminator(in_channels=6, base_channels=16, num_layers=3, norm=args.norm)
+    opt_g = torch.optim.Adam(G.parameters(), lr=5e-4, betas=(0.5, 0.999))
+    opt_d = torch.optim.Adam(D.parameters(), lr=5e-4, betas=(0.5, 0.999))
+    bce = F.binary_cross_entropy_with_logits
+    windows, it, start = [], 0, time.perf_counter()
+    while it < args.iters:
+        order = torch.randperm(len(inputs))
+        for first in range(0, len(order) - args.batch + 1, args.batch):
+            index = order[first:first + args.batch]
+            a, b = random_flips(inputs[index], targets[index])
+            a, b = a.float() / 127.5 - 1, b.float() / 127.5 - 1
+            fake = G(a)
+            real_logits, fake_logits = D(torch.cat([a, b], 1)), D(torch.cat([a, fake.detach()], 1))
+            loss_d = 0.5 * (bce(real_logits, torch.ones_like(real_logits)) + bce(fake_logits, torch.zeros_like(fake_logits)))
+            opt_d.zero_grad(set_to_none=True)
+            loss_d.backward()
+            opt_d.step()
+            set_requires_grad(D, False)
+            logits = D(torch.cat([a, fake], 1))
+            loss_g = bce(logits, torch.ones_like(logits)) + 100 * F.l1_loss(fake, b)
+            opt_g.zero_grad(set_to_none=True)
+            loss_g.backward()
+            opt_g.step()
+            set_requires_grad(D, True)
+            it += 1
+            if it % args.window == 0:
+                loss_d.item(), loss_g.item()  # the log line's host syncs
+                windows.append((time.perf_counter() - start) / args.window)
+                start = time.perf_counter()
+            if it == args.iters:
+                break
+    if args.out:
+        torch.save({"G": G.state_dict(), "D": D.state_dict()}, args.out)
+    print(json.dumps({"window_times": windows}))
+
+
+if __name__ == "__main__":
+    main()

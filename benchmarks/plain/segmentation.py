@@ -1,0 +1,77 @@
+"""A researcher's own segmentation script, the baseline of benchmarks/speed.py: decode a VOC-layout
+folder into memory once, then loop over contiguous NCHW tensors with random flips, AdamW and
+cross-entropy on the framework's UNet (built as the benchmark's config builds it).
+
+    python benchmarks/plain/segmentation.py ROOT --iters 1000 --batch 16 --window 50 --out ckpt.pth
+
+Prints one JSON line: {"window_times": [seconds per iteration, averaged over each window]}.
+"""
+
+import argparse
+import json
+import os
+import time
+
+import cv2
+import numpy as np
+import torch
+import torch.nn.functional as F
+from PIL import Image
+
+from framework.models.unet import UNet
+
+
+def load_voc(root):
+    names = open(os.path.join(root, "ImageSets/Segmentation/train.txt")).read().split()
+    images = [cv2.cvtColor(cv2.imread(f"{root}/JPEGImages/{n}.jpg"), cv2.COLOR_BGR2RGB) for n in names]
+    masks = [np.asarray(Image.open(f"{root}/SegmentationClass/{n}.png")) for n in names]
+    return (torch.from_numpy(np.stack(images)).permute(0, 3, 1, 2).contiguous(),  # N x 3 x H x W uint8
+            torch.from_numpy(np.stack(masks)).long())
+
+
+def random_flips(images, masks):
+    for dim in (3, 2):  # horizontal, vertical: each sample flipped with p = 0.5
+        chosen = torch.rand(images.shape[0]) < 0.5
+        images[chosen] = images[chosen].flip(dim)
+        masks[chosen] = masks[chosen].flip(dim - 1)
+    return images, masks
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("root")
+    parser.add_argument("--iters", type=int, default=1000)
+    parser.add_argument("--batch", type=int, default=16)
+    parser.add_argument("--window", type=int, default=50)
+    parser.add_argument("--out", default=None)
+    args = parser.parse_args()
+    torch.manual_seed(0)
+    images, masks = load_voc(args.root)
+    model = UNet(in_channels=3, num_classes=4, base_channels=16, depth=3, norm="bn")
+    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=1e-4)
+    mean = torch.tensor([0.485, 0.456, 0.406]).view(1, 3, 1, 1) * 255
+    std = torch.tensor([0.229, 0.224, 0.225]).view(1, 3, 1, 1) * 255
+    windows, it, start = [], 0, time.perf_counter()
+    while it < args.iters:
+        order = torch.randperm(len(images))
+        for first in range(0, len(order) - args.batch + 1, args.batch):
+            index = order[first:first + args.batch]
+            image, mask = random_flips(images[index], masks[index])
+            loss = F.cross_entropy(model((image.float() - mean) / std), mask, ignore_index=255)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            it += 1
+            if it % args.window == 0:
+                loss.item()  # the log line's host sync
+                windows.append((time.perf_counter() - start) / args.window)
+                start = time.perf_counter()
+            if it == args.iters:
+                break
+    if args.out:
+        torch.save(model.state_dict(), args.out)
+    print(json.dumps({"window_times": windows}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,226 @@
+"""The framework against plain PyTorch scripts, on folder datasets on disk. A measurement, not a test.
+
+    python benchmarks/speed.py            # ~15-25 min on 2 cores: 1000 / 1500 iterations, 3 rounds
+    python benchmarks/speed.py --quick    # a few minutes: 100 iterations, 2 rounds
+
+1. Training: a segmentation case (UNet 16-64 on a 64x64 VOC-layout folder, JPEG + palette PNG,
+   batch 16) and a pix2pix case (U-Net G + PatchGAN D on 64x64 A|B JPEG pairs, batch 8). The
+   baseline (benchmarks/plain/*.py) decodes the folder into memory once and loops over
+   contiguous NCHW tensors; the framework runs tools/train.py on the same files with the same
+   networks (built by the same classes), batch, optimizer, flips and iterations, once with
+   `cache: memory, num_workers: auto` and once reading files every step with one worker
+   process (the old default). Runs alternate, round after round; the table shows medians of
+   whole-process wall time, per-iteration time (log windows of 50, the first dropped), the
+   process's peak RSS (DataLoader workers not included) and images/s (batch / iteration time).
+2. Fixed cost per iteration: benchmarks/fixed_cost.py (near-zero-compute networks).
+3. Start-up: `import torch`, `import framework`, `import framework.engine.build` (all that
+   tools/train.py imports to train), `tools/train.py --help`, a config error, and the Quickstart
+   to the end of its first iteration.
+
+Prints one table and writes everything, with the machine's load, to --json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+ENV = {**os.environ, "PYTHONPATH": str(REPO)}
+WINDOW = 50  # iterations per log window (--quick: 20)
+CLASSES = ["background", "circle", "rectangle", "triangle"]
+FLIPS = [{"type": "HorizontalFlip", "p": 0.5}, {"type": "VerticalFlip", "p": 0.5}]
+
+
+def run_process(command: list[str]) -> dict:
+    """Wall seconds, peak RSS (MB, the process itself: DataLoader workers not included), exit
+    status and output of one process."""
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        start = time.perf_counter()
+        process = subprocess.Popen(command, cwd=REPO, env=ENV, stdout=out, stderr=err, text=True)
+        _, status, usage = os.wait4(process.pid, 0)  # reaps it, with its own resource usage
+        wall = time.perf_counter() - start
+        process.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0), err.seek(0)
+        return {"wall": wall, "rss_mb": usage.ru_maxrss / 1024, "stdout": out.read(), "stderr": err.read(),
+                "code": process.returncode}
+
+
+def run_measured(command: list[str]) -> dict:
+    result = run_process(command)
+    if result["code"] != 0:
+        raise RuntimeError(f"{' '.join(command)} failed:\n{result['stderr'][-3000:]}")
+    return result
+
+
+# ----------------------------------------------------------------------------- training cases
+
+
+def write_configs(folder: Path, voc: Path, pairs: Path, iters: dict) -> dict[str, Path]:
+    import yaml
+
+    common_train = {"log_interval": WINDOW, "val_interval": 0, "progress_bar": False}
+    segmentation = {
+        "_base_": [str(REPO / "configs/_base_/default_runtime.yaml"), str(REPO / "configs/_base_/models/unet.yaml")],
+        "device": "cpu",
+        "channels_last": False,  # the plain script's NCHW
+        "task": {"num_classes": 4, "class_names": CLASSES},
+        "optim": {"type": "AdamW", "lr": 3.0e-3, "weight_decay": 1.0e-4},
+        "data": {"train": {"dataset": {"type": "VOCSegmentation", "root": str(voc), "classes": CLASSES,
+                                       "pipeline": FLIPS},
+                           "batch_size": 16, "num_workers": "auto", "cache": "memory"}},
+        "train": {**common_train, "max_iters": iters["segmentation"], "ckpt_interval": iters["segmentation"]},
+    }
+    pix2pix = {
+        "_base_": [str(REPO / "projects/pix2pix/configs/pix2pix_shapes.yaml")],
+        "device": "cpu",
+        "data": {"train": {"dataset": {"type": "AlignedPairs", "root": str(pairs), "pipeline": FLIPS},
+                           "batch_size": 8, "num_workers": "auto", "cache": "memory"},
+                 "val": None},
+        "metrics": [],
+        "optimizers": {"generator": {"scheduler": None}, "discriminator": {"scheduler": None}},
+        "train": {**common_train, "max_iters": iters["pix2pix"], "ckpt_interval": iters["pix2pix"],
+                  "val_at_start": False, "best_metric": None},
+    }
+    paths = {}
+    for name, config in (("segmentation", segmentation), ("pix2pix", pix2pix)):
+        paths[name] = folder / f"{name}.yaml"
+        paths[name].write_text(yaml.safe_dump(config, sort_keys=False))
+    return paths
+
+
+def variants(case: str, config: Path, data_root: Path, iters: int, work: Path) -> dict[str, list[str]]:
+    plain = [sys.executable, str(REPO / f"benchmarks/plain/{case}.py"), str(data_root), "--iters", str(iters),
+             "--window", str(WINDOW), "--out", str(work / f"plain_{case}.pth")]
+    train = [sys.executable, str(REPO / "tools/train.py"), "--config", str(config), "--work-dir", str(work / case)]
+    return {
+        "plain script": plain,
+        "framework, cache: memory": train,
+        "framework, files + 1 worker": [*train, "data.train.cache=null", "data.train.num_workers=1"],
+    }
+
+
+def window_times(variant: str, stdout: str) -> list[float]:
+    if variant == "plain script":
+        return json.loads(stdout.strip().splitlines()[-1])["window_times"]
+    return [float(t) for t in re.findall(r"time (\d+\.\d+)s", stdout)]
+
+
+def training_case(case: str, commands: dict[str, list[str]], batch: int, rounds: int) -> dict:
+    runs: dict[str, list[dict]] = {name: [] for name in commands}
+    for _ in range(rounds):  # alternated, so a busy spell on the machine hits every variant
+        for name, command in commands.items():
+            result = run_measured(command)
+            times = window_times(name, result["stdout"])
+            runs[name].append({"wall": result["wall"], "rss_mb": result["rss_mb"],
+                               "iter": statistics.median(times[1:] or times)})
+    summary = {}
+    for name, results in runs.items():
+        iter_time = statistics.median(r["iter"] for r in results)
+        summary[name] = {"wall_s": statistics.median(r["wall"] for r in results), "iter_s": iter_time,
+                         "rss_mb": statistics.median(r["rss_mb"] for r in results),
+                         "images_per_s": batch / iter_time, "runs": results}
+    return summary
+
+
+# ----------------------------------------------------------------------------- start-up
+
+
+def startup(rounds: int, folder: Path) -> dict:
+    bad = folder / "typo.yaml"
+    bad.write_text(f"_base_: {REPO / 'configs/segmentation/unet_shapes.yaml'}\ntrian: {{max_iters: 10}}\n")
+    python = [sys.executable]
+    commands = {
+        "import torch": [*python, "-c", "import torch"],
+        "import framework": [*python, "-c", "import framework"],
+        "import framework.engine.build": [*python, "-c", "import framework.engine.build"],
+        "train.py --help": [*python, str(REPO / "tools/train.py"), "--help"],
+        "train.py config error": [*python, str(REPO / "tools/train.py"), "--config", str(bad)],
+        "Quickstart, 1 iteration": [*python, str(REPO / "tools/train.py"), "--config",
+                                    str(REPO / "configs/segmentation/unet_shapes.yaml"), "--work-dir",
+                                    str(folder / "quickstart"), "device=cpu", "train.max_iters=1",
+                                    "train.val_interval=0", "train.ckpt_interval=0", "train.progress_bar=false"],
+    }
+    walls: dict[str, list[float]] = {name: [] for name in commands}
+    for _ in range(rounds):
+        for name, command in commands.items():
+            walls[name].append(run_process(command)["wall"])
+    result = {name: statistics.median(values) for name, values in walls.items()}
+    result["runner over torch"] = result["import framework.engine.build"] - result["import torch"]
+    result["Quickstart first iteration after imports"] = (result["Quickstart, 1 iteration"]
+                                                          - result["import framework.engine.build"])
+    return result
+
+
+# ----------------------------------------------------------------------------- report
+
+
+def print_table(results: dict) -> None:
+    print(f"\n{results['date']}  {results['cores']} cores, threads {results['threads']}  load {results['load_before']} -> {results['load_after']}  "
+          f"{results['rounds']} alternated rounds, medians")
+    header = f"{'case':13s} {'variant':30s} {'wall s':>8s} {'x plain':>8s} {'s/iter':>8s} {'x plain':>8s} " \
+             f"{'images/s':>9s} {'RSS MB':>8s} {'x plain':>8s}"
+    print(header)
+    for case in ("segmentation", "pix2pix"):
+        rows = results["training"][case]
+        plain = rows["plain script"]
+        for name, row in rows.items():
+            print(f"{case + ' (' + str(results['iters'][case]) + ')':13s} {name:30s} {row['wall_s']:8.1f} "
+                  f"{row['wall_s'] / plain['wall_s']:8.2f} {row['iter_s']:8.4f} {row['iter_s'] / plain['iter_s']:8.2f} "
+                  f"{row['images_per_s']:9.1f} {row['rss_mb']:8.0f} {row['rss_mb'] / plain['rss_mb']:8.2f}")
+    for case, row in results["fixed_cost"].items():
+        print(f"fixed cost    {case:30s} hand-written {row['handwritten_ms']:.3f} ms/iter, framework "
+              f"{row['framework_ms']:.3f} ms/iter: +{row['overhead_ms']:.3f} ms")
+    start = results["startup"]
+    print("start-up      " + ", ".join(f"{name} {seconds:.2f} s" for name, seconds in start.items()))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="100 iterations per case, 2 rounds")
+    parser.add_argument("--rounds", type=int, help="alternated rounds (default 3, quick 2)")
+    parser.add_argument("--images", type=int, default=300, help="images per generated dataset")
+    parser.add_argument("--threads", type=int, help="OMP_NUM_THREADS for every process (default: torch's, "
+                        "one per core); 1 keeps the figures meaningful on a machine other jobs load")
+    parser.add_argument("--json", default=str(REPO / "work_dirs/benchmarks/speed.json"))
+    args = parser.parse_args()
+    global WINDOW
+    rounds = args.rounds or (2 if args.quick else 3)
+    iters = {"segmentation": 100, "pix2pix": 100} if args.quick else {"segmentation": 1000, "pix2pix": 1500}
+    WINDOW = 20 if args.quick else 50
+    if args.threads:
+        ENV["OMP_NUM_THREADS"] = str(args.threads)
+    from benchmarks.folder_data import make_aligned_pairs, make_voc
+
+    results = {"date": time.strftime("%Y-%m-%d %H:%M"), "cores": len(os.sched_getaffinity(0)),
+               "threads": args.threads or "default",
+               "load_before": round(os.getloadavg()[0], 2), "rounds": rounds, "iters": iters, "training": {}}
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        voc, pairs = make_voc(folder / "voc", args.images), make_aligned_pairs(folder / "pairs", args.images)
+        configs = write_configs(folder, voc, pairs, iters)
+        for case, root, batch in (("segmentation", voc, 16), ("pix2pix", pairs, 8)):
+            commands = variants(case, configs[case], root, iters[case], folder)
+            results["training"][case] = training_case(case, commands, batch, rounds)
+        fixed = run_measured([sys.executable, str(REPO / "benchmarks/fixed_cost.py"),
+                              "--steps", "200" if args.quick else "500", "--repeats", str(2 * rounds + 1)])
+        results["fixed_cost"] = json.loads(fixed["stdout"].strip().splitlines()[-1])
+        results["startup"] = startup(2 * rounds + 1, folder)
+    results["load_after"] = round(os.getloadavg()[0], 2)
+    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.json).write_text(json.dumps(results, indent=1))
+    print_table(results)
+    print(f"\nwritten: {args.json}")
+
+
+if __name__ == "__main__":
+    main()

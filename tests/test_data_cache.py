@@ -1,0 +1,73 @@
+"""`cache: memory` (decoded samples kept in RAM) and `num_workers: auto`."""
+
+import shutil
+
+import pytest
+import torch
+
+from benchmarks.folder_data import make_voc
+from framework.data.loader import auto_workers, build_dataloader
+from framework.errors import ConfigError
+
+CLASSES = ["background", "circle", "rectangle", "triangle"]
+FLIPS = [{"type": "HorizontalFlip", "p": 0.5}, {"type": "VerticalFlip", "p": 0.5}]
+
+
+def section(root, **settings):
+    dataset = {"type": "VOCSegmentation", "root": str(root), "classes": CLASSES, "pipeline": FLIPS}
+    return {"dataset": dataset, "batch_size": 4, "num_workers": 0, **settings}
+
+
+def epoch(loader, number=0):
+    loader.sampler.set_epoch(number)
+    return list(loader)
+
+
+@pytest.fixture(scope="module")
+def voc(tmp_path_factory):
+    return make_voc(tmp_path_factory.mktemp("voc"), count=12, size=32)
+
+
+def test_cached_loader_gives_the_uncached_batches_without_reading_files(voc, tmp_path):
+    plain = build_dataloader(section(voc), "data.train", train=True, seed=3)
+    root = shutil.copytree(voc, tmp_path / "voc")
+    cached = build_dataloader(section(root, cache="memory"), "data.train", train=True, seed=3)
+    assert len(cached.dataset.decoded_cache.samples) == 12
+    shutil.rmtree(root)  # every sample must now come from memory
+    for number in (0, 1):  # the same order and the same seeded flips, epoch after epoch
+        for ours, reference in zip(epoch(cached, number), epoch(plain, number), strict=True):
+            assert torch.equal(ours["image"], reference["image"]) and torch.equal(ours["mask"], reference["mask"])
+            assert ours["name"] == reference["name"]
+
+
+def test_cache_limit_caches_a_prefix_and_decodes_the_rest(voc):
+    one_sample_mb = (32 * 32 * 3 + 32 * 32) / 2**20  # a decoded image and its uint8 mask
+    loader = build_dataloader(section(voc, cache="memory", cache_limit_mb=2.5 * one_sample_mb),
+                              "data.train", train=True)
+    assert len(loader.dataset.decoded_cache.samples) == 2
+    assert len(epoch(loader)) == 3  # the other 10 samples are still read from disk
+
+
+def test_cached_arrays_are_read_only(voc):
+    loader = build_dataloader(section(voc, cache="memory"), "data.train", train=True)
+    image, mask, _ = loader.dataset.load_sample(0)
+    with pytest.raises(ValueError, match="read-only"):
+        image[0, 0, 0] = 1  # an in-place transform must not corrupt later epochs
+
+
+@pytest.mark.parametrize("settings, message", [
+    ({"cache": "disk"}, r"data.train.cache: must be null or memory, got 'disk'"),
+    ({"cache": "memory", "cache_limit_mb": 0}, r"data.train.cache_limit_mb: must be a positive number"),
+    ({"num_workers": -1}, r"data.train.num_workers: must be auto or an integer >= 0, got -1"),
+])
+def test_bad_cache_and_worker_settings_name_the_key(voc, settings, message):
+    with pytest.raises(ConfigError, match=message):
+        build_dataloader(section(voc, **settings), "data.train", train=True)
+
+
+def test_auto_workers_leave_small_cpus_to_the_compute():
+    cpu, cuda = torch.device("cpu"), torch.device("cuda")
+    assert auto_workers(cpu, cached=False, cores=2) == 0  # a worker would take a compute core
+    assert auto_workers(cpu, cached=True, cores=32) == 0  # only augmentation left to do
+    assert auto_workers(cpu, cached=False, cores=16) == 4
+    assert auto_workers(cuda, cached=False, cores=2) == 1 and auto_workers(cuda, cached=True, cores=32) == 8

@@ -1,0 +1,42 @@
+"""Start-up: the tools read and validate a config before importing torch, and the engine imports
+no torchvision, albumentations or TensorBoard until something needs them."""
+
+import json
+import subprocess
+import sys
+
+from support import REPO
+
+HEAVY = ("torch", "torchvision", "albumentations", "tensorboard", "torch.utils.tensorboard")
+
+PROBE = """
+import json, runpy, sys
+heavy = lambda: [m for m in {heavy!r} if m in sys.modules]
+sys.argv = ["train.py", "--config", {config!r}]
+try:
+    runpy.run_path({train!r}, run_name="__main__")
+except SystemExit as exit:
+    status = exit.code
+after_error = heavy()
+import framework.engine.build
+from framework.registry import MODELS, OPTIMIZERS
+MODELS.get("UNet"), OPTIMIZERS.get("AdamW")
+after_engine = heavy()
+from framework.registry import TRANSFORMS
+TRANSFORMS.get("HorizontalFlip")
+print(json.dumps([status, after_error, after_engine, heavy()]))
+"""
+
+
+def test_config_error_before_torch_and_heavy_imports_only_when_needed(tmp_path):
+    config = tmp_path / "typo.yaml"
+    config.write_text(f"_base_: {REPO / 'configs/segmentation/unet_shapes.yaml'}\ntrian: {{max_iters: 10}}\n")
+    code = PROBE.format(heavy=HEAVY, config=str(config), train=str(REPO / "tools/train.py"))
+    result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=300,
+                            env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1"})
+    assert result.returncode == 0, result.stderr
+    status, after_error, after_engine, after_transform = json.loads(result.stdout.splitlines()[-1])
+    assert status == 2 and "unknown top-level key 'trian'" in result.stderr
+    assert after_error == []  # the config was rejected before torch was imported
+    assert after_engine == ["torch"]  # the whole training stack, built-in models and optimizers
+    assert "albumentations" in after_transform  # imported by the first transform lookup
