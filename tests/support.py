@@ -53,6 +53,12 @@ TINY_SEGMENTATION = [
 ]
 
 
+def named(key: str):
+    """`assert_close(..., msg=named(key))`: the failure names `key` and keeps torch's own
+    message (how many elements differ, by how much, where), which `msg=key` would replace."""
+    return lambda message: f"{key}: {message}"
+
+
 def free_port() -> int:
     import socket
 
