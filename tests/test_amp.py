@@ -47,6 +47,30 @@ def test_inf_gradient_skips_only_that_optimizer_and_halves_the_scale():
     assert optim.state_dict()["scaler"]["scale"] == 512.0
 
 
+def test_skip_policy_with_float16_keeps_the_scale_when_every_step_is_skipped():
+    """nan_policy=skip skips the steps of a NaN loss before the GradScaler sees them; with no
+    step at all in an iteration, the scale is left as it was (torch's update() would fail)."""
+    task = TwoNets()
+    scaler = torch.amp.GradScaler("cpu", init_scale=1024.0)
+    entry = {"type": "SGD", "lr": 0.1}
+    optim = build_optimizers({"optimizers": {"generator": {**entry, "params": "generator"},
+                                             "discriminator": {**entry, "params": "discriminator"}}},
+                             task, max_iters=10, scaler=scaler, skip_nonfinite=True)
+    x = torch.randn(8, 4)
+    before = snapshot(task)
+    for name in ("discriminator", "generator"):
+        optim.update(getattr(task, name)(x).sum() * float("nan"), name)
+    optim.end_iteration()
+    assert optim.skipped_steps == 2 and scaler.get_scale() == 1024.0
+    assert all(torch.equal(a, b) for a, b in zip(before, snapshot(task)))
+
+    for name in ("discriminator", "generator"):
+        optim.update(getattr(task, name)(x).pow(2).mean(), name)
+    optim.end_iteration()
+    assert optim.skipped_steps == 2 and scaler.get_scale() == 1024.0  # grows only after 2000 good steps
+    assert not any(torch.equal(a, b) for a, b in zip(before, snapshot(task)))
+
+
 def test_clipping_sees_unscaled_gradients():
     x = torch.randn(8, 4)
     norms = []

@@ -65,6 +65,7 @@ class Optimizers:
         self._consecutive_skips = 0  # iterations in a row with a skipped step
         self._skipped_this_iteration = False
         self._finite: dict[str, torch.Tensor] = {}  # per optimizer, over the micro-batches
+        self._scaler_stepped = False  # a scaler.step this iteration: what scaler.update() needs
 
     @property
     def names(self) -> list[str]:
@@ -139,14 +140,16 @@ class Optimizers:
             self.grad_norms[name] = nn.utils.clip_grad_norm_(self.params(name), **clip)
         if self.scaler is not None:
             self.scaler.step(optimizer)
+            self._scaler_stepped = True
         else:
             optimizer.step()
 
     def end_iteration(self) -> None:
         """Once per iteration, after every optimizer has stepped: update the loss scale; under
         the skip policy, raise after too many iterations in a row with a skipped step."""
-        if self.scaler is not None:
+        if self._scaler_stepped:  # not when the skip policy skipped every step: the scale stays
             self.scaler.update()
+        self._scaler_stepped = False
         if not self.skip_nonfinite:
             return
         self._consecutive_skips = self._consecutive_skips + 1 if self._skipped_this_iteration else 0
