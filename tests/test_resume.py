@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from probes import read_losses
-from support import REPO, TINY_UNET, fork_tool
+from support import REPO, TINY_UNET, fork_tool, named
 
 MAX_ITERS = 40
 COMMON = [f"train.max_iters={MAX_ITERS}", "train.ckpt_interval=3", "train.log_interval=1", "train.keep_last=2",
@@ -70,8 +70,8 @@ def interrupt_near(process, losses_file, iteration, sig, timeout=120):
 
 def assert_same_state(a, b, where="state"):
     assert type(a) is type(b), where
-    if isinstance(a, torch.Tensor):
-        assert a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b), where
+    if isinstance(a, torch.Tensor):  # bit for bit; a failure says by how much
+        torch.testing.assert_close(a, b, atol=0, rtol=0, msg=named(where))
     elif isinstance(a, dict):
         assert a.keys() == b.keys(), where
         for key in a:
