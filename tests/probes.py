@@ -5,7 +5,9 @@ of a forked process.
 unbuffered write per line so a SIGKILL never leaves a half line; `delay` slows iterations down
 so a test can interrupt a run near a chosen iteration. `CrashOnFirstAttemptHook` makes a
 torchrun worker die at a given iteration of its first attempt only. `stall_checkpoint_write`
-starts writing a checkpoint and hangs halfway, for a test to kill it there.
+starts writing a checkpoint and hangs halfway, for a test to kill it there. `NaNAtIteration`
+and `InfGradientAtIteration` wrap a loss to make one iteration's loss, or only its gradients,
+non-finite.
 """
 
 import os
@@ -115,3 +117,32 @@ class FillDiskHook(Hook):
                     f.flush()
         except OSError:
             pass
+
+
+class _InfGradient(torch.autograd.Function):
+    """Identity forward; an infinite gradient backward (as a float16 overflow makes)."""
+
+    @staticmethod
+    def forward(ctx, value):
+        return value.clone()
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * float("inf")
+
+
+@LOSSES.register()
+class InfGradientAtIteration(torch.nn.Module):
+    """Wraps a loss; at training call `iteration` (1-based) the loss value stays finite but its
+    gradients are infinite: what a float16 GradScaler must skip and back off from."""
+
+    def __init__(self, loss: torch.nn.Module, iteration: int):
+        super().__init__()
+        self.loss = loss
+        self.iteration = iteration
+        self.calls = 0
+
+    def forward(self, logits, target):
+        value = self.loss(logits, target)
+        self.calls += 1
+        return _InfGradient.apply(value) if self.calls == self.iteration else value

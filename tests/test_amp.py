@@ -6,7 +6,9 @@ import torch
 from torch import nn
 
 from framework.engine.optim import build_optimizers
-from support import REPO, TINY_SEGMENTATION, run_tool
+from support import REPO, TINY_SEGMENTATION, named, run_forked_tool, run_tool
+
+CONFIG = REPO / "configs/segmentation/unet_shapes.yaml"
 
 
 class TwoNets(nn.Module):
@@ -45,6 +47,30 @@ def test_inf_gradient_skips_only_that_optimizer_and_halves_the_scale():
     assert optim.state_dict()["scaler"]["scale"] == 512.0
 
 
+def test_skip_policy_with_float16_keeps_the_scale_when_every_step_is_skipped():
+    """nan_policy=skip skips the steps of a NaN loss before the GradScaler sees them; with no
+    step at all in an iteration, the scale is left as it was (torch's update() would fail)."""
+    task = TwoNets()
+    scaler = torch.amp.GradScaler("cpu", init_scale=1024.0)
+    entry = {"type": "SGD", "lr": 0.1}
+    optim = build_optimizers({"optimizers": {"generator": {**entry, "params": "generator"},
+                                             "discriminator": {**entry, "params": "discriminator"}}},
+                             task, max_iters=10, scaler=scaler, skip_nonfinite=True)
+    x = torch.randn(8, 4)
+    before = snapshot(task)
+    for name in ("discriminator", "generator"):
+        optim.update(getattr(task, name)(x).sum() * float("nan"), name)
+    optim.end_iteration()
+    assert optim.skipped_steps == 2 and scaler.get_scale() == 1024.0
+    assert all(torch.equal(a, b) for a, b in zip(before, snapshot(task)))
+
+    for name in ("discriminator", "generator"):
+        optim.update(getattr(task, name)(x).pow(2).mean(), name)
+    optim.end_iteration()
+    assert optim.skipped_steps == 2 and scaler.get_scale() == 1024.0  # grows only after 2000 good steps
+    assert not any(torch.equal(a, b) for a, b in zip(before, snapshot(task)))
+
+
 def test_clipping_sees_unscaled_gradients():
     x = torch.randn(8, 4)
     norms = []
@@ -66,10 +92,36 @@ def test_bfloat16_autocast_trains_the_quickstart_on_cpu(tmp_path):
     assert json.loads((tmp_path / "metrics.jsonl").read_text().splitlines()[-1])["iter"] == 40
 
 
-def test_float16_run_checkpoints_the_scaler(tmp_path):
-    result = run_tool("train", "--config", REPO / "configs/segmentation/unet_shapes.yaml", "--work-dir", tmp_path,
-                      *TINY_SEGMENTATION, "train.max_iters=2", "train.val_interval=0", "task.model.base_channels=4",
-                      "data.train.dataset.size=32", "amp.enabled=true", "amp.dtype=float16")  # CPU float16 is slow
+# float16 on CPU is slow: the smallest UNet, 4 iterations, no evaluation.
+FLOAT16 = [*TINY_SEGMENTATION, "train.max_iters=4", "train.ckpt_interval=2", "train.val_interval=0",
+           "task.model.base_channels=4", "data.train.dataset.size=32", "amp.enabled=true", "amp.dtype=float16",
+           "custom_imports=[probes]"]
+
+
+def inf_gradient_at(iteration: int) -> str:
+    return (f"task.loss={{type: InfGradientAtIteration, iteration: {iteration}, "
+            "loss: {type: CrossEntropyLoss, ignore_index: 255}}")
+
+
+def test_float16_scale_backs_off_at_an_inf_step_and_survives_a_resume(tmp_path):
+    """torch's GradScaler rules: the scale starts at 2**16 and halves at a step with inf
+    gradients (the step is skipped, the count of good steps restarts); it doubles only after
+    2000 good steps in a row. Iteration 2's gradients are inf: 65536 -> 32768, and the count
+    of good steps is 0 after iteration 2 and 2 after iteration 4. A run resumed at iteration 2
+    (with no inf step of its own) continues from the checkpointed scale and count."""
+    run = tmp_path / "run"
+    result = run_forked_tool("train", "--config", CONFIG, "--work-dir", run, *FLOAT16, inf_gradient_at(2),
+                             cwd=REPO / "tests", folder=tmp_path / "out")
     assert result.returncode == 0, result.stderr
-    state = torch.load(tmp_path / "checkpoints/iter_2.pth", weights_only=True)
-    assert state["optim"]["scaler"]["scale"] > 0
+    at_2, at_4 = (torch.load(run / f"checkpoints/iter_{i}.pth", weights_only=True) for i in (2, 4))
+    assert (at_2["optim"]["scaler"]["scale"], at_2["optim"]["scaler"]["_growth_tracker"]) == (32768.0, 0)
+    assert (at_4["optim"]["scaler"]["scale"], at_4["optim"]["scaler"]["_growth_tracker"]) == (32768.0, 2)
+
+    resumed = tmp_path / "resumed"
+    result = run_forked_tool("train", "--config", CONFIG, "--work-dir", resumed, *FLOAT16, inf_gradient_at(0),
+                             "--resume", run / "checkpoints/iter_2.pth", cwd=REPO / "tests", folder=tmp_path / "out2")
+    assert result.returncode == 0, result.stderr
+    state = torch.load(resumed / "checkpoints/iter_4.pth", weights_only=True)
+    assert state["optim"]["scaler"] == at_4["optim"]["scaler"]
+    for key, value in at_4["task"].items():
+        torch.testing.assert_close(state["task"][key], value, atol=0, rtol=0, msg=named(key))

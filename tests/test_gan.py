@@ -78,8 +78,10 @@ def reference_losses(kind):
     return lambda r: -r.mean(), lambda f: f.mean(), lambda f: -f.mean()
 
 
-def reference_training(generator, discriminator, kind, conditional, d_steps_per_g_step=1, ema_decay=None):
-    """The textbook loop: D on real and detached fake, then G through a D that needs no grads."""
+def reference_training(generator, discriminator, kind, conditional, d_steps_per_g_step=1, ema_decay=None,
+                       ema_start=0):
+    """The textbook loop: D on real and detached fake, then G through a D that needs no grads;
+    the EMA copies G for its first `ema_start` updates, then averages."""
     opt_g = torch.optim.Adam(generator.parameters(), lr=LR, betas=BETAS)
     opt_d = torch.optim.Adam(discriminator.parameters(), lr=LR, betas=BETAS)
     ema = copy.deepcopy(generator) if ema_decay is not None else None
@@ -120,9 +122,10 @@ def reference_training(generator, discriminator, kind, conditional, d_steps_per_
         for p in discriminator.parameters():
             p.requires_grad_(True)
         if ema is not None:
+            decay = 0.0 if step // d_steps_per_g_step <= ema_start else ema_decay
             with torch.no_grad():
                 for e, p in zip(ema.parameters(), generator.parameters()):
-                    e.copy_(ema_decay * e + (1 - ema_decay) * p)
+                    e.copy_(decay * e + (1 - decay) * p)
                 for e, b in zip(ema.buffers(), generator.buffers()):
                     e.copy_(b)
     return ema
@@ -165,18 +168,19 @@ def test_gan_step_equals_a_hand_written_loop(kind):
 
 
 def test_unconditional_gan_with_d_steps_per_g_step_and_ema_equals_the_loop():
+    # G updates at iterations 2 and 4: with ema_start=1 the first is copied, the second averaged.
     torch.manual_seed(0)
     generator, discriminator = TinyGenerator(LATENT), TinyDiscriminator(3)
     reference_g, reference_d = copy.deepcopy(generator), copy.deepcopy(discriminator)
     task = GANTask(generator, discriminator, gan_loss="hinge", adv_weight=ADV_WEIGHT, d_weight=D_WEIGHT,
-                   latent_dim=LATENT, d_steps_per_g_step=2, ema_decay=0.9)
+                   latent_dim=LATENT, d_steps_per_g_step=2, ema_decay=0.9, ema_start=1)
     optim = build_optimizers(optimizer_config(), task, max_iters=ITERATIONS)
 
     torch.manual_seed(5)
     logs = engine_training(task, optim, conditional=False)
     torch.manual_seed(5)
     reference_ema = reference_training(reference_g, reference_d, "hinge", conditional=False,
-                                       d_steps_per_g_step=2, ema_decay=0.9)
+                                       d_steps_per_g_step=2, ema_decay=0.9, ema_start=1)
 
     assert_same_parameters(task.generator, reference_g)
     assert_same_parameters(task.discriminator, reference_d)

@@ -15,7 +15,7 @@ micro-batch a whole GAN step) is off by 7.5e-7 to 1.6e-6 and fails every case.
 import pytest
 import torch
 
-from support import REPO, run_forked_tool, run_torchrun
+from support import REPO, named, run_forked_tool, run_torchrun
 
 PIX2PIX = REPO / "projects/pix2pix/configs/pix2pix_shapes.yaml"
 GAN = ["device=cpu", "seed=3", "train.max_iters=5", "train.val_interval=0", "train.val_at_start=false",
@@ -42,7 +42,7 @@ def assert_same_networks(actual, expected):
     assert any(k.startswith("generator.") for k in actual) and any(k.startswith("discriminator.") for k in actual)
     for key in expected:
         if expected[key].is_floating_point():
-            torch.testing.assert_close(actual[key], expected[key], atol=1e-7, rtol=0)
+            torch.testing.assert_close(actual[key], expected[key], atol=1e-7, rtol=0, msg=named(key))
 
 
 @pytest.fixture(scope="module", params=[1, 2], ids=["d_steps_1", "d_steps_2"])

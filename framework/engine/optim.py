@@ -71,6 +71,7 @@ class Optimizers:
         self._consecutive_skips = 0  # iterations in a row with a skipped step
         self._skipped_this_iteration = False
         self._finite: dict[str, torch.Tensor] = {}  # per optimizer, over the micro-batches
+        self._scaler_stepped = False  # a scaler.step this iteration: what scaler.update() needs
 
     @property
     def names(self) -> list[str]:
@@ -149,6 +150,7 @@ class Optimizers:
                 self.grad_norms[name] = nn.utils.get_total_norm(grads)
         if self.scaler is not None:
             self.scaler.step(optimizer)
+            self._scaler_stepped = True
         else:
             optimizer.step()
 
@@ -156,8 +158,9 @@ class Optimizers:
         """Once per iteration, after every optimizer has stepped: update the loss scale; under
         the skip policy, raise after too many iterations in a row with a skipped step.
         Returns whether a step of this iteration was skipped for a non-finite loss."""
-        if self.scaler is not None:
+        if self._scaler_stepped:  # not when the skip policy skipped every step: the scale stays
             self.scaler.update()
+        self._scaler_stepped = False
         if not self.skip_nonfinite:
             return False
         skipped, self._skipped_this_iteration = self._skipped_this_iteration, False

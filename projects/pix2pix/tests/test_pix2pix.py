@@ -13,7 +13,7 @@ import projects.pix2pix  # noqa: F401  (registers the networks and datasets)
 from framework.engine.checkpoint import load_checkpoint
 from framework.errors import DataError
 from framework.registry import DATASETS, MODELS
-from support import REPO, call_tool, named, run_tool, train_run
+from support import REPO, call_tool, named, run_forked_tool, run_tool, train_run
 
 CONFIG = REPO / "projects/pix2pix/configs/pix2pix_shapes.yaml"
 TINY = [
@@ -21,7 +21,7 @@ TINY = [
     "data.train.dataset.num_samples=16", "data.train.dataset.size=32", "data.train.num_workers=0",
     "data.train.batch_size=4", "data.val.dataset.num_samples=8", "data.val.dataset.size=32",
     "data.val.batch_size=8", "task.generator.num_downs=5", "task.generator.base_channels=8",
-    "task.discriminator.base_channels=8", "+task.ema_decay=0.9", "device=cpu",
+    "task.discriminator.base_channels=8", "+task.ema_decay=0.9", "+task.generator.dropout=0.5", "device=cpu",
 ]
 
 
@@ -76,18 +76,20 @@ def test_test_tool_reproduces_the_last_evaluation_and_saves_panels(trained, tmp_
     assert len(panels) == 8 and cv2.imread(str(panels[0])).shape == (32, 3 * 32, 3)
 
 
-def test_resume_continues_exactly(tmp_path):
-    """Both runs in this process (one thread count): a resume is compared with the same arithmetic."""
-    straight, resumed_dir = tmp_path / "straight", tmp_path / "resumed"
-    result = call_tool("train", "--config", CONFIG, "--work-dir", straight, *TINY, "train.val_interval=0")
-    assert result.returncode == 0, result.stderr
-    resumed = call_tool("train", "--config", CONFIG, "--work-dir", resumed_dir, "--resume",
-                        straight / "checkpoints/iter_2.pth", *TINY, "train.val_interval=0")
+def test_resume_continues_exactly(trained, tmp_path):
+    """Resumed from iteration 2 into a new work dir, the run ends where the fixture's
+    uninterrupted run did, bit for bit: both run one torch thread (run_tool and the fork server
+    set it), and the generator's dropout needs the random state of iteration 2 restored."""
+    resumed = run_forked_tool("train", "--config", CONFIG, "--work-dir", tmp_path / "resumed", *TINY,
+                              "--resume", trained / "checkpoints/iter_2.pth", folder=tmp_path / "out")
     assert resumed.returncode == 0, resumed.stderr
-    expected = load_checkpoint(straight / "checkpoints/iter_4.pth")["task"]
-    got = load_checkpoint(resumed_dir / "checkpoints/iter_4.pth")["task"]
-    for key, value in expected.items():
-        torch.testing.assert_close(got[key], value, atol=1e-6, rtol=0, msg=named(key))
+    assert "iter_2.pth at iteration 2" in resumed.stdout
+    expected = load_checkpoint(trained / "checkpoints/iter_4.pth")
+    got = load_checkpoint(tmp_path / "resumed/checkpoints/iter_4.pth")
+    assert got["task"].keys() == expected["task"].keys()
+    for key, value in expected["task"].items():
+        torch.testing.assert_close(got["task"][key], value, atol=0, rtol=0, msg=named(key))
+    assert torch.equal(got["rng"][0]["torch"], expected["rng"][0]["torch"])
 
 
 @pytest.mark.parametrize("overrides, needles", [
