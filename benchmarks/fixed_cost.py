@@ -37,7 +37,10 @@ class MemoryBatches:
     def __init__(self, batches):
         self.batches, self.epoch, self.batches_in_epoch, self.position = batches, 0, 0, 0
 
-    def next(self):
+    def __iter__(self):
+        return self
+
+    def __next__(self):
         self.position += 1
         return self.batches[self.position % len(self.batches)]
 

@@ -62,7 +62,9 @@ class Optimizers:
         self.scaler = scaler
         self.ddp_networks: list = []  # DDP wrappers kept in no_sync() while accumulating
         self.grad_norms: dict[str, torch.Tensor] = {}  # this iteration's pre-clip norms, on the device
-        self.measure_grad_norms = False  # also without clipping (set by the LoggerHook on logged iterations)
+        # Whether this iteration's logs are written (the LoggerHook sets it): then gradient norms
+        # are measured without clipping too, and tasks may log costlier diagnostics.
+        self.log_details = True
         self._micro_step, self._micro_steps = 0, 1
         # train.nan_policy: skip
         self.skip_nonfinite = skip_nonfinite
@@ -122,7 +124,10 @@ class Optimizers:
             loss = loss / self._micro_steps
         if self.scaler is not None:
             loss = self.scaler.scale(loss)
-        with torch.autocast(device_type=loss.device.type, enabled=False):  # backward in the forward's dtypes
+        if torch.is_autocast_enabled(loss.device.type):
+            with torch.autocast(device_type=loss.device.type, enabled=False):  # backward in the forward's dtypes
+                loss.backward()
+        else:
             loss.backward()
         if not last:
             return
@@ -140,7 +145,7 @@ class Optimizers:
 
     def _step(self, name: str, optimizer: torch.optim.Optimizer) -> None:
         clip = self.clip_grad.get(name)
-        if clip or self.measure_grad_norms:
+        if clip or self.log_details:
             if self.scaler is not None:
                 self.scaler.unscale_(optimizer)  # clip/measure the true gradients, not the scaled ones
             if clip:

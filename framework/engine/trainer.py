@@ -43,12 +43,12 @@ from torch import nn
 import framework
 from framework.engine.dist import agree_on_stop, gather_by_rank, get_rank
 from framework.engine.evaluation import move_to_device
+from framework.engine.hooks.base import Hook
 from framework.engine.nonfinite import NonFiniteGuard
 from framework.engine.random_state import rng_state, set_rng_state
 from framework.engine.stop import StopSignals
 
 if TYPE_CHECKING:
-    from framework.engine.hooks import Hook
     from framework.engine.optim import Optimizers
 
 logger = logging.getLogger("framework")
@@ -127,7 +127,9 @@ class Trainer:
 
     def call_hooks(self, stage: str, *args) -> None:
         for hook in self.hooks:
-            getattr(hook, stage)(self, *args)
+            method = getattr(hook, stage)
+            if getattr(method, "__func__", None) is not getattr(Hook, stage):  # skip the base's no-ops
+                method(self, *args)
 
     def fit(self) -> None:
         """Train to max_iters, or until SIGTERM/SIGINT (then `self.stop_signal` names it)."""
@@ -156,14 +158,18 @@ class Trainer:
         fetch_start = time.perf_counter()
         batches = [move_to_device(next(self.data), self.device) for _ in range(self.accumulate)]
         self.data_time = time.perf_counter() - fetch_start
-        with torch.autocast(self.device.type, dtype=self.amp_dtype, enabled=self.amp_dtype is not None):
+        if self.amp_dtype is None:
             logs = self.task.train_iteration(batches, self.optim)
+        else:
+            with torch.autocast(self.device.type, dtype=self.amp_dtype):
+                logs = self.task.train_iteration(batches, self.optim)
         if self.optim.end_iteration():
             logs = {}  # a skipped (non-finite) step: its values would only turn the averages into NaN
         self.nan_guard.observe(self.iter + 1, logs)
-        several = len(self.optim.names) > 1
-        logs.update({f"grad_norm_{name}" if several else "grad_norm": norm
-                     for name, norm in self.optim.take_grad_norms().items()})
+        norms = self.optim.take_grad_norms()
+        if norms:
+            several = len(self.optim.names) > 1
+            logs.update({f"grad_norm_{name}" if several else "grad_norm": norm for name, norm in norms.items()})
         return logs
 
     def ensure_finite(self) -> None:

@@ -32,6 +32,7 @@ class UpdatesNetworks(Protocol):
     """What a task may call on the `optim` object the engine passes (framework/engine/optim.py)."""
 
     names: list[str]
+    log_details: bool  # this iteration's logs are written: worth measuring costlier diagnostics
 
     def update(self, loss: torch.Tensor, name: str | None = None) -> None:
         """Backward `loss` and step optimizer `name` (the only one when None), with accumulation,
@@ -71,6 +72,15 @@ class Task(nn.Module):
         """Submodules with trainable parameters (an EMA copy or a loss has none)."""
         return {name: module for name, module in self.named_children()
                 if any(p.requires_grad for p in module.parameters())}
+
+
+def total_loss(terms: dict[str, torch.Tensor]) -> torch.Tensor:
+    """The sum of the loss terms (not `sum()`, whose start value 0 costs an addition per step)."""
+    values = iter(terms.values())
+    loss = next(values)
+    for value in values:
+        loss = loss + value
+    return loss
 
 
 def average_logs(logs: list[dict]) -> dict:

@@ -44,7 +44,7 @@ from torch import nn
 from framework.inference.generator import to_signed, to_unit
 from framework.losses.gan import GANLoss, gradient_penalty
 from framework.registry import TASKS
-from framework.tasks.base import Task, average_logs, frozen, unwrap
+from framework.tasks.base import Task, average_logs, frozen, total_loss, unwrap
 from framework.tasks.gan_health import GANHealth
 from framework.tasks.replay import random_state, replaying
 from framework.visualization.panels import side_by_side, stack_rows, write_named_pngs
@@ -172,11 +172,18 @@ class GANTask(Task):
         if self.gan_loss.needs_gradient_penalty:
             penalty = gradient_penalty(lambda image: self.discriminate(condition, image), real, fake)
             terms["loss_d_gp"] = self.gp_weight * penalty
-        loss = sum(terms.values())
+        loss = total_loss(terms)
         optim.update(loss, "discriminator")
         logs = {"loss_d": loss.detach(), **{k: v.detach() for k, v in terms.items()}}
-        # What GANHealth watches: D's verdicts on real and fake, and how much fakes differ.
-        logs["d_real_logit"], logs["d_fake_logit"] = real_logits.detach().mean(), fake_logits.detach().mean()
+        if getattr(optim, "log_details", True):  # on logged iterations only: a few reductions
+            logs.update(self.diagnostics(real_logits, fake_logits, fake))
+        return logs
+
+    @staticmethod
+    def diagnostics(real_logits: torch.Tensor, fake_logits: torch.Tensor, fake: torch.Tensor) -> dict:
+        """What GANHealth watches: D's mean verdicts on real and fake, and how much the fakes
+        differ across the batch (the mean over pixels of their standard deviation)."""
+        logs = {"d_real_logit": real_logits.detach().mean(), "d_fake_logit": fake_logits.detach().mean()}
         if fake.shape[0] > 1:
             logs["fake_spread"] = fake.detach().float().std(dim=0).mean()
         return logs
@@ -187,7 +194,7 @@ class GANTask(Task):
                 discriminator(self.discriminator_input(condition, fake)))}
         if self.l1_weight:
             terms["loss_g_l1"] = self.l1_weight * F.l1_loss(fake, real)
-        loss = sum(terms.values())
+        loss = total_loss(terms)
         optim.update(loss, "generator")
         return {"loss_g": loss.detach(), **{k: v.detach() for k, v in terms.items()}}
 

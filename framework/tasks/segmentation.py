@@ -8,7 +8,7 @@ from torch import nn
 from framework.inference.segmentation import SegmentationPredictor
 from framework.inference.settings import InferenceSettings
 from framework.registry import TASKS
-from framework.tasks.base import Task
+from framework.tasks.base import Task, total_loss
 from framework.visualization.palette import colorize, default_palette
 from framework.visualization.panels import side_by_side, stack_rows, write_named_pngs
 
@@ -58,7 +58,7 @@ class SegmentationTask(Task):
     def train_step(self, batch: dict, optim) -> dict:
         logits = self.model(self.normalize(batch["image"]))
         terms = self.loss_terms(logits, batch["mask"])
-        loss = sum(terms.values())
+        loss = total_loss(terms)
         optim.update(loss)
         logs = {"loss": loss.detach()}
         if len(terms) > 1:

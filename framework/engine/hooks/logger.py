@@ -46,8 +46,9 @@ class LoggerHook(Hook):
                             leave=False)
 
     def before_iter(self, trainer: Trainer) -> None:
-        # Gradient norms of every optimizer, measured on the iterations that are logged only.
-        trainer.optim.measure_grad_norms = due(trainer.iter + 1, trainer.max_iters, self.interval)
+        # Details that cost a little per step (gradient norms, a task's diagnostics) are measured
+        # on the iterations whose logs are written only.
+        trainer.optim.log_details = due(trainer.iter + 1, trainer.max_iters, self.interval)
 
     def _reset(self) -> None:
         self._sums: dict[str, torch.Tensor] = {}
