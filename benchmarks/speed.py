@@ -101,7 +101,9 @@ def write_configs(folder: Path, voc: Path, pairs: Path, iters: dict) -> dict[str
 def variants(case: str, config: Path, data_root: Path, iters: int, work: Path) -> dict[str, list[str]]:
     plain = [sys.executable, str(REPO / f"benchmarks/plain/{case}.py"), str(data_root), "--iters", str(iters),
              "--window", str(WINDOW), "--out", str(work / f"plain_{case}.pth")]
-    train = [sys.executable, str(REPO / "tools/train.py"), "--config", str(config), "--work-dir", str(work / case)]
+    # --overwrite: each round is a new run in the same work dir (the previous one is moved aside)
+    train = [sys.executable, str(REPO / "tools/train.py"), "--config", str(config), "--work-dir", str(work / case),
+             "--overwrite"]
     return {
         "plain script": plain,
         "framework, cache: memory": train,
@@ -147,7 +149,7 @@ def startup(rounds: int, folder: Path) -> dict:
         "train.py config error": [*python, str(REPO / "tools/train.py"), "--config", str(bad)],
         "Quickstart, 1 iteration": [*python, str(REPO / "tools/train.py"), "--config",
                                     str(REPO / "configs/segmentation/unet_shapes.yaml"), "--work-dir",
-                                    str(folder / "quickstart"), "device=cpu", "train.max_iters=1",
+                                    str(folder / "quickstart"), "--overwrite", "device=cpu", "train.max_iters=1",
                                     "train.val_interval=0", "train.ckpt_interval=0", "train.progress_bar=false"],
     }
     walls: dict[str, list[float]] = {name: [] for name in commands}
