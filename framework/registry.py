@@ -43,6 +43,14 @@ def did_you_mean(word: str, candidates) -> str:
     return f"; did you mean {', '.join(repr(m) for m in matches)}?" if matches else ""
 
 
+def reject_unknown_keys(mapping: Mapping, allowed, path: str) -> None:
+    """A ConfigError naming the first key of `mapping` that is not in `allowed`, with close matches."""
+    for key in mapping:
+        if key not in allowed:
+            raise ConfigError(f"{path}.{key}: unknown key{did_you_mean(str(key), allowed)} "
+                              f"(allowed: {', '.join(allowed)})")
+
+
 class Registry:
     """A named table of classes (or factory functions) that config nodes refer to by name."""
 

@@ -26,7 +26,7 @@ from torch.utils.data import DataLoader
 from framework.data.cache import cache_in_memory
 from framework.data.sampler import EpochSampler, ShardSampler
 from framework.errors import ConfigError
-from framework.registry import DATASETS, did_you_mean
+from framework.registry import DATASETS, reject_unknown_keys
 
 LOADER_KEYS = {
     "dataset": None,
@@ -63,9 +63,7 @@ def loader_settings(section: Mapping, path: str) -> dict:
     """The section's settings with defaults filled in; unknown keys are errors."""
     if not isinstance(section, Mapping):
         raise ConfigError(f"{path}: expected a mapping with a 'dataset' node, got {section!r}")
-    for key in section:
-        if key not in LOADER_KEYS:
-            raise ConfigError(f"{path}.{key}: unknown key{did_you_mean(key, LOADER_KEYS)}")
+    reject_unknown_keys(section, LOADER_KEYS, path)
     settings = {**LOADER_KEYS, **section}
     if settings["dataset"] is None:
         raise ConfigError(f"{path}.dataset: missing (e.g. dataset: {{type: SyntheticShapes}})")

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from torch import nn
 
 from framework.errors import ConfigError
-from framework.registry import did_you_mean
+from framework.registry import reject_unknown_keys
 
 COMPILE_KEYS = ("backend", "mode", "dynamic", "fullgraph", "options")
 
@@ -32,10 +32,7 @@ def compile_settings(setting) -> dict | None:
         return {}
     if not isinstance(setting, Mapping):
         raise ConfigError(f"compile: must be true, false or a mapping of {', '.join(COMPILE_KEYS)}, got {setting!r}")
-    for key in setting:
-        if key not in COMPILE_KEYS:
-            raise ConfigError(f"compile.{key}: unknown key{did_you_mean(key, COMPILE_KEYS)} "
-                              f"(it accepts: {', '.join(COMPILE_KEYS)})")
+    reject_unknown_keys(setting, COMPILE_KEYS, "compile")
     return dict(setting)
 
 

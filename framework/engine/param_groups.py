@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from torch import nn
 
 from framework.errors import ConfigError
-from framework.registry import OPTIMIZERS, accepted_keywords, did_you_mean
+from framework.registry import OPTIMIZERS, accepted_keywords, reject_unknown_keys
 
 GROUP_KEYS = ("name", "params", "lr_mult")
 
@@ -39,10 +39,7 @@ def split_param_groups(task: nn.Module, params: list[nn.Parameter], node: Mappin
     built = []
     for i, group in enumerate(groups):
         where = f"{path}.param_groups[{i}]"
-        for key in group:
-            if key not in GROUP_KEYS and key not in optimizer_keys:
-                allowed = list(GROUP_KEYS) + [k for k in optimizer_keys if k != "params"]
-                raise ConfigError(f"{where}.{key}: unknown key{did_you_mean(str(key), allowed)} (allowed: {', '.join(allowed)})")
+        reject_unknown_keys(group, list(GROUP_KEYS) + [k for k in optimizer_keys if k != "params"], where)
         if "params" not in group:
             raise ConfigError(f"{where}.params: missing (the submodule(s) of the task this group trains)")
         name = str(group.get("name", f"group{i + 1}"))

@@ -19,7 +19,7 @@ from framework.engine.checkpoint import read_weights_file
 from framework.engine.stem_adapt import adapt_stems
 from framework.errors import CheckpointError, ConfigError
 from framework.models.encoders.stem import ADAPT_METHODS
-from framework.registry import did_you_mean
+from framework.registry import reject_unknown_keys
 
 logger = logging.getLogger("framework")
 
@@ -46,10 +46,7 @@ class LoadSpec:
             value = {"checkpoint": str(value)}
         if not isinstance(value, Mapping):
             raise ConfigError(f"{path}: expected a file path or {{checkpoint: PATH, ...}}, got {value!r}")
-        for key in value:
-            if key not in LOAD_KEYS:
-                raise ConfigError(f"{path}.{key}: unknown key{did_you_mean(str(key), LOAD_KEYS)} "
-                                  f"(allowed: {', '.join(LOAD_KEYS)})")
+        reject_unknown_keys(value, LOAD_KEYS, path)
         if not value.get("checkpoint"):
             raise ConfigError(f"{path}.checkpoint: missing (the file to load)")
         rename = value.get("rename") or {}
