@@ -38,5 +38,10 @@ def every(trainer: Trainer, interval: int) -> bool:
     return due(trainer.iter, trainer.max_iters, interval)
 
 
+def improves(value: float, best: float | None, mode: str) -> bool:
+    """Whether `value` beats the best so far (none yet: it does) for best_mode max or min."""
+    return best is None or (value > best if mode == "max" else value < best)
+
+
 def due(iteration: int, max_iters: int, interval: int) -> bool:
     return bool(interval) and (iteration % interval == 0 or iteration == max_iters)

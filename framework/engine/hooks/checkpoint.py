@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from framework.engine import checkpoint as ckpt
 from framework.engine.dist import get_world_size, is_main
-from framework.engine.hooks.base import Hook, every
+from framework.engine.hooks.base import Hook, every, improves
 from framework.engine.nonfinite import refuse_nonfinite_weights
 from framework.errors import ConfigError, EvaluationError
 from framework.metrics import summary_values
@@ -56,7 +56,7 @@ class CheckpointHook(Hook):
             have = ", ".join(summary_values(metrics))
             raise ConfigError(f"train.best_metric: '{self.best_metric}' is not a metric of this run (have: {have})")
         value, best = metrics[self.best_metric], self.best.get("value")
-        better = best is None or (value > best if self.best_mode == "max" else value < best)
+        better = improves(value, best, self.best_mode)
         if better and not math.isnan(value):
             self.best = {"metric": self.best_metric, "value": value, "iter": trainer.iter}
             self._improved_at = trainer.iter

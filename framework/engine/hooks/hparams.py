@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import yaml
 
 from framework.engine.dist import get_world_size
-from framework.engine.hooks.base import Hook
+from framework.engine.hooks.base import Hook, improves
 from framework.metrics import summary_values
 from framework.registry import HOOKS
 
@@ -75,7 +75,7 @@ class HParamsHook(Hook):
             self._write(trainer, summary_values(metrics))
         value = metrics.get(self.best_metric) if self.best_metric else None
         if value is not None and not math.isnan(value) and trainer.iter > 0:
-            if self.best is None or (value > self.best if self.best_mode == "max" else value < self.best):
+            if improves(value, self.best, self.best_mode):
                 self.best = value
             trainer.writer.add_scalar(f"best/{self.best_metric}", self.best, trainer.iter)
 
