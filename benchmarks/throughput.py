@@ -56,7 +56,7 @@ torch.manual_seed(0)
 data = SyntheticShapes(num_samples=2000, size=64, pipeline=[])
 loader = DataLoader(data, batch_size={batch}, shuffle=True, num_workers=1, drop_last=True, persistent_workers=True)
 model = UNet(in_channels=3, num_classes=4, base_channels=16, depth=3, norm="bn")
-opt = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=1e-4)
+opt = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=1e-4, fused=True)
 mean = torch.tensor([0.485, 0.456, 0.406]).view(1, 3, 1, 1) * 255
 std = torch.tensor([0.229, 0.224, 0.225]).view(1, 3, 1, 1) * 255
 windows, start, it = [], time.perf_counter(), 0

@@ -82,8 +82,10 @@ def reference_training(generator, discriminator, kind, conditional, d_steps_per_
                        ema_start=0):
     """The textbook loop: D on real and detached fake, then G through a D that needs no grads;
     the EMA copies G for its first `ema_start` updates, then averages."""
-    opt_g = torch.optim.Adam(generator.parameters(), lr=LR, betas=BETAS)
-    opt_d = torch.optim.Adam(discriminator.parameters(), lr=LR, betas=BETAS)
+    # fused, as the framework's optimizers are by default: Adam turns the rounding noise of the
+    # near-zero gradients of biases before a norm layer into +-lr steps, so the kernel must match
+    opt_g = torch.optim.Adam(generator.parameters(), lr=LR, betas=BETAS, fused=True)
+    opt_d = torch.optim.Adam(discriminator.parameters(), lr=LR, betas=BETAS, fused=True)
     ema = copy.deepcopy(generator) if ema_decay is not None else None
     d_real_loss, d_fake_loss, g_loss = reference_losses(kind)
     for step, batch in enumerate(batches(conditional), start=1):

@@ -85,3 +85,25 @@ def test_state_dict_round_trip_restores_both_optimizers_and_schedulers():
 def test_misconfigured_optimizers_name_the_key(change, message):
     with pytest.raises(ConfigError, match=message):
         build_optimizers(two(**change), TwoNets(), max_iters=1)
+
+
+@pytest.mark.parametrize("extra, fused", [({}, True), ({"fused": False}, False), ({"foreach": True}, None)])
+def test_optimizers_with_a_fused_kernel_use_it_unless_the_entry_chooses(extra, fused):
+    optim = build_optimizers({"optim": {"type": "AdamW", "lr": 0.1, **extra}}, TwoNets(), max_iters=1)
+    assert optim.optimizers["main"].defaults["fused"] is fused
+
+
+def test_fused_default_steps_like_torchs_default_and_skips_optimizers_without_a_kernel():
+    fused, default = TwoNets(), TwoNets()
+    default.load_state_dict(fused.state_dict())
+    start = [p.detach().clone() for p in fused.parameters()]
+    optims = [build_optimizers({"optim": {"type": "Adam", "lr": 0.1, **extra}}, net, max_iters=1)
+              for net, extra in ((fused, {}), (default, {"fused": False}))]
+    for net, optim in zip((fused, default), optims):
+        for _ in range(3):
+            optim.update(net.discriminator(net.generator(torch.ones(2, 3))).sum(), "main")
+    for a, b in zip(fused.parameters(), default.parameters()):
+        torch.testing.assert_close(a, b)  # the same update, to float32 rounding
+    assert all(not torch.equal(a, b) for a, b in zip(fused.parameters(), start))  # it did train
+    rmsprop = build_optimizers({"optim": {"type": "RMSprop", "lr": 0.1}}, TwoNets(), max_iters=1)
+    assert "fused" not in rmsprop.optimizers["main"].defaults

@@ -243,6 +243,23 @@ def _claim_params(task: nn.Module, selector, path: str, name: str, owner: dict[i
     return params
 
 
+def with_fused_default(node: dict, params: list[nn.Parameter]) -> dict:
+    """`fused: true` unless the entry chooses (`fused` or `foreach`), for the optimizers that
+    have a fused kernel (Adam, AdamW, SGD, Adagrad) when every parameter is a float tensor on the
+    CPU or a CUDA device. torch's default is the multi-tensor `foreach` loop; the fused kernel
+    does the whole update in one pass: an AdamW step over EncoderUNet-resnet18's 14.3M parameters
+    takes 7 ms instead of 34 on 2 CPU cores (benchmarks/fused_optim.py). `fused: false` restores
+    torch's default."""
+    cls = OPTIMIZERS.get(node["type"]) if isinstance(node.get("type"), str) and node["type"] in OPTIMIZERS else None
+    if cls is None or "fused" in node or "foreach" in node or node.get("differentiable"):
+        return node
+    if "fused" not in inspect.signature(cls.__init__).parameters:
+        return node
+    if not all(p.is_floating_point() and p.device.type in ("cpu", "cuda") for p in params):
+        return node
+    return {**node, "fused": True}
+
+
 def build_optimizers(cfg: Mapping, task: nn.Module, max_iters: int, scaler: torch.amp.GradScaler | None = None,
                      skip_nonfinite: bool = False, max_skips: int = 10) -> Optimizers:
     """Build from the config's `optim` (one) or `optimizers` (by name) section."""
@@ -265,7 +282,7 @@ def build_optimizers(cfg: Mapping, task: nn.Module, max_iters: int, scaler: torc
         node = {k: v for k, v in entry.items() if k not in ENTRY_KEYS}
         params = _claim_params(task, entry.get("params"), path, name, owner)
         groups = split_param_groups(task, params, node, entry.get("param_groups"), path, _select_params)
-        optimizers[name] = OPTIMIZERS.build(node, path=path, params=groups)
+        optimizers[name] = OPTIMIZERS.build(with_fused_default(node, params), path=path, params=groups)
         if entry.get("clip_grad"):
             clips[name] = dict(entry["clip_grad"])
         if entry.get("scheduler"):
