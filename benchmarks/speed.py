@@ -15,7 +15,7 @@
 2. Fixed cost per iteration: benchmarks/fixed_cost.py (near-zero-compute networks).
 3. Start-up: `import torch`, `import framework`, `import framework.engine.build` (all that
    tools/train.py imports to train), `tools/train.py --help`, a config error, and the Quickstart
-   to the end of its first iteration.
+   to the end of its first iteration, against a plain script's first step (benchmarks/plain/first_step.py).
 
 Prints one table and writes everything, with the machine's load, to --json.
 """
@@ -151,6 +151,7 @@ def startup(rounds: int, folder: Path) -> dict:
                                     str(REPO / "configs/segmentation/unet_shapes.yaml"), "--work-dir",
                                     str(folder / "quickstart"), "--overwrite", "device=cpu", "train.max_iters=1",
                                     "train.val_interval=0", "train.ckpt_interval=0", "train.progress_bar=false"],
+        "plain script, 1 step": [*python, str(REPO / "benchmarks/plain/first_step.py")],
     }
     walls: dict[str, list[float]] = {name: [] for name in commands}
     for _ in range(rounds):
@@ -160,6 +161,11 @@ def startup(rounds: int, folder: Path) -> dict:
     result["runner over torch"] = result["import framework.engine.build"] - result["import torch"]
     result["Quickstart first iteration after imports"] = (result["Quickstart, 1 iteration"]
                                                           - result["import framework.engine.build"])
+    # What every PyTorch script pays between its imports and its first step (torch._dynamo is
+    # imported when the first optimizer is built), and what the framework adds to it.
+    result["plain script first step after import torch"] = result["plain script, 1 step"] - result["import torch"]
+    result["framework over plain to the first step"] = (result["Quickstart first iteration after imports"]
+                                                         - result["plain script first step after import torch"])
     return result
 
 

@@ -83,24 +83,23 @@ class CrossEntropyLoss(_AutoWeighted, nn.Module):
         self.weight = weights.float()
 
     def forward(self, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-        self._require_weights(self.weight is not None)
-        if self.weight is not None and self.weight.numel() != logits.shape[1]:
-            raise ValueError(f"{self.name}: {self.weight.numel()} class weights for {logits.shape[1]} classes")
+        weight = self.weight  # one module attribute lookup, not four: this runs every step
+        self._require_weights(weight is not None)
+        if weight is not None and weight.numel() != logits.shape[1]:
+            raise ValueError(f"{self.name}: {weight.numel()} class weights for {logits.shape[1]} classes")
         total = F.cross_entropy(
             logits,
             target,
-            weight=self.weight,
+            weight=weight,
             ignore_index=self.ignore_index,
             label_smoothing=self.label_smoothing,
             reduction="sum",
         )
         # F.cross_entropy's "mean" divides by the summed weight of the non-ignored pixels.
         valid = target != self.ignore_index
-        if self.weight is None:
-            count = valid.sum()
-        else:
-            count = (self.weight[torch.where(valid, target, 0)] * valid).sum()
-        return _safe_mean(total, count.to(total.dtype))
+        if weight is None:  # an integer count: 0 only when every pixel is ignored (total is 0 then)
+            return total / valid.sum().clamp_min(1)
+        return _safe_mean(total, (weight[torch.where(valid, target, 0)] * valid).sum().to(total.dtype))
 
 
 @LOSSES.register()

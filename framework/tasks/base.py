@@ -46,6 +46,8 @@ class Task(nn.Module):
     required_optimizers: tuple[str, ...] = ()
 
     def train_iteration(self, batches: list[dict], optim: UpdatesNetworks) -> dict:
+        if len(batches) == 1:  # nothing to accumulate: the optimizers' default micro-step is 0 of 1
+            return self.train_step(batches[0], optim)
         logs = []
         for index, batch in enumerate(batches):
             with optim.micro_step(index, len(batches)):

@@ -37,6 +37,9 @@ class SegmentationTask(Task):
         super().__init__()
         self.model = model
         self.loss = loss
+        # Decided once: a missing attribute costs an exception inside nn.Module.__getattr__ per step.
+        self._loss_has_terms = hasattr(loss, "terms")
+        self._loss_key = f"loss_{getattr(loss, 'name', 'seg')}"
         self.num_classes = num_classes
         self.ignore_index = ignore_index
         self.inference = InferenceSettings.from_config(inference)
@@ -51,9 +54,9 @@ class SegmentationTask(Task):
         return (image.float() - self.mean) / self.std
 
     def loss_terms(self, logits: torch.Tensor, target: torch.Tensor) -> dict[str, torch.Tensor]:
-        if hasattr(self.loss, "terms"):
+        if self._loss_has_terms:
             return self.loss.terms(logits, target)
-        return {f"loss_{getattr(self.loss, 'name', 'seg')}": self.loss(logits, target)}
+        return {self._loss_key: self.loss(logits, target)}
 
     def train_step(self, batch: dict, optim) -> dict:
         logits = self.model(self.normalize(batch["image"]))

@@ -23,8 +23,8 @@ logger = logging.getLogger("framework")
 class LoggerHook(Hook):
     """Averages step logs over the interval and writes them out.
 
-    Step losses stay on the device, summed, until the log interval; then one stacked tensor
-    is averaged across ranks and copied to the host: one synchronisation per interval.
+    Step losses stay on the device, kept as they come, until the log interval; then they are
+    averaged, stacked, averaged across ranks and copied to the host: one synchronisation per interval.
     Each key is averaged over the steps that logged it (a GAN with d_steps_per_g_step > 1
     logs generator losses on some steps only).
     """
@@ -51,8 +51,7 @@ class LoggerHook(Hook):
         trainer.optim.log_details = due(trainer.iter + 1, trainer.max_iters, self.interval)
 
     def _reset(self) -> None:
-        self._sums: dict[str, torch.Tensor] = {}
-        self._counts: dict[str, int] = {}
+        self._values: dict[str, list[torch.Tensor]] = {}  # summed at the interval: no device op per step
         self._steps = 0
         self._data_time = 0.0
         self._iter_time = 0.0
@@ -63,8 +62,7 @@ class LoggerHook(Hook):
                 value = torch.tensor(float(value))
             elif value.requires_grad:  # tasks log detached values; a detach per key per step costs
                 value = value.detach()
-            self._sums[key] = self._sums[key] + value if key in self._sums else value
-            self._counts[key] = self._counts.get(key, 0) + 1
+            self._values.setdefault(key, []).append(value)
         self._steps += 1
         self._data_time += trainer.data_time
         self._iter_time += trainer.iter_time
@@ -81,11 +79,11 @@ class LoggerHook(Hook):
 
     def _averages(self) -> dict[str, float]:
         """Each key's mean over the interval and the ranks: the one host sync."""
-        keys = sorted(self._sums)
+        keys = sorted(self._values)
         if not keys:
             return {}
-        device = self._sums[keys[0]].device
-        stacked = torch.stack([self._sums[k].to(device).float() / self._counts[k] for k in keys])
+        device = self._values[keys[0]][0].device
+        stacked = torch.stack([torch.stack(self._values[k]).to(device).float().mean() for k in keys])
         return dict(zip(keys, all_reduce_mean(stacked).tolist()))
 
     def _write(self, trainer: Trainer, values: dict[str, float]) -> None:
