@@ -65,6 +65,7 @@ DEFAULTS: dict[str, Any] = {
     "hooks": [],  # extra hooks: [{type: MyHook, ...}]
     "sync_bn": False,  # BatchNorm statistics over all processes (multi-process runs only)
     "channels_last": False,  # NHWC memory format for the task's networks (faster convolutions)
+    "malloc_tuning": True,  # glibc: keep freed host memory for the next step (framework/engine/malloc.py)
     "compile": False,  # torch.compile each trainable network: true, or {backend, mode, dynamic, fullgraph, options}
     "amp": {
         "enabled": False,
@@ -113,7 +114,7 @@ SCHEMA = section({
     "auto_resume": one_of(True, False, "auto"),
     "task": node, "data": section({"train": optional(_LOADER), "val": optional(_LOADER), "test": optional(_LOADER)}),
     "optim": optional(_OPTIMIZER), "optimizers": optional(each(_OPTIMIZER)),
-    "metrics": list_of(node), "hooks": list_of(node), "sync_bn": boolean, "channels_last": boolean,
+    "metrics": list_of(node), "hooks": list_of(node), "sync_bn": boolean, "channels_last": boolean, "malloc_tuning": boolean,
     "compile": any_of(boolean, mapping),
     "amp": section({"enabled": boolean, "dtype": one_of("float16", "bfloat16")}),
     "dist": section({"backend": one_of("auto", "gloo", "nccl", "mpi"), "timeout": number(above=0),

@@ -48,7 +48,7 @@ def main():
     parser.add_argument("--iters", type=int, default=1500)
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--window", type=int, default=50)
-    parser.add_argument("--norm", default="bn")
+    parser.add_argument("--norm", default="in")  # the framework's config: projects/pix2pix/configs/pix2pix_shapes.yaml
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
     torch.manual_seed(0)

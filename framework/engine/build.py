@@ -22,6 +22,7 @@ from framework.engine import network_settings, pretrained
 from framework.engine.compile import compile_networks
 from framework.engine.dist import get_rank, get_world_size, is_main, wrap_networks
 from framework.engine.hooks import CheckpointHook, EvalHook, HParamsHook, LoggerHook, LRSchedulerHook
+from framework.engine.malloc import tune_malloc
 from framework.engine.nonfinite import NonFiniteGuard
 from framework.engine.optim import Optimizers, build_optimizers
 from framework.engine.random_state import seed_everything
@@ -48,6 +49,7 @@ def build_trainer(cfg: DictConfig, work_dir: str, resume: str | bool | None = No
     plain = to_plain(cfg)
     device = select_device(plain["device"])
     seed_everything(plain["seed"], plain["deterministic"])
+    tune_malloc(plain["malloc_tuning"])
     resume_from = checkpoint_to_resume(work_dir, resume, plain["auto_resume"])
     train_loader, val_loader = build_loaders(plain, device)
     max_iters = total_iterations(plain["train"], len(train_loader))
