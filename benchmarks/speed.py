@@ -9,7 +9,9 @@
    contiguous NCHW tensors; the framework runs tools/train.py on the same files with the same
    networks (built by the same classes), batch, optimizer, flips and iterations, once with
    `cache: memory, num_workers: auto` and once reading files every step with one worker
-   process (the old default). Runs alternate, round after round; the table shows medians of
+   process (the old default). The plain script runs a second time with glibc's malloc thresholds
+   set in its environment as the framework sets them (`malloc_tuning`), so the table shows what
+   that setting alone is worth. Runs alternate, round after round; the table shows medians of
    whole-process wall time, per-iteration time (log windows of 50, the first dropped), the
    process's peak RSS (DataLoader workers not included) and images/s (batch / iteration time).
 2. Fixed cost per iteration: benchmarks/fixed_cost.py (near-zero-compute networks).
@@ -104,15 +106,21 @@ def variants(case: str, config: Path, data_root: Path, iters: int, work: Path) -
     # --overwrite: each round is a new run in the same work dir (the previous one is moved aside)
     train = [sys.executable, str(REPO / "tools/train.py"), "--config", str(config), "--work-dir", str(work / case),
              "--overwrite"]
+    # The framework sets glibc's malloc thresholds (malloc_tuning); the same plain script with
+    # those two settings as environment variables shows how much of a difference that is.
+    from framework.engine.malloc import MMAP_THRESHOLD, TRIM_THRESHOLD
+
+    tuned_env = ["env", f"MALLOC_MMAP_THRESHOLD_={MMAP_THRESHOLD}", f"MALLOC_TRIM_THRESHOLD_={TRIM_THRESHOLD}"]
     return {
         "plain script": plain,
+        "plain script, malloc tuned": [*tuned_env, *plain],
         "framework, cache: memory": train,
         "framework, files + 1 worker": [*train, "data.train.cache=null", "data.train.num_workers=1"],
     }
 
 
 def window_times(variant: str, stdout: str) -> list[float]:
-    if variant == "plain script":
+    if variant.startswith("plain script"):
         return json.loads(stdout.strip().splitlines()[-1])["window_times"]
     return [float(t) for t in re.findall(r"time (\d+\.\d+)s", stdout)]
 

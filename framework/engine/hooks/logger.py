@@ -96,7 +96,7 @@ class LoggerHook(Hook):
         parts = [f"iter {trainer.iter}/{trainer.max_iters}", f"epoch {trainer.epoch}"]
         parts += [f"{k} {v:.4f}" for k, v in values.items()]
         parts += [f"lr_{n} {lr:.3e}" if len(lrs) > 1 else f"lr {lr:.3e}" for n, lr in lrs.items()]
-        parts += [f"data {data_time:.3f}s", f"time {iter_time:.3f}s", f"eta {eta}"]
+        parts += [f"data {data_time:.4f}s", f"time {iter_time:.4f}s", f"eta {eta}"]
         if trainer.optim.skipped_steps:
             parts.append(f"skipped_steps {trainer.optim.skipped_steps}")
         if torch.cuda.is_available() and trainer.device.type == "cuda":
