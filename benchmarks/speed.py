@@ -1,6 +1,6 @@
 """The framework against plain PyTorch scripts, on folder datasets on disk. A measurement, not a test.
 
-    python benchmarks/speed.py            # ~15-25 min on 2 cores: 1000 / 1500 iterations, 3 rounds
+    python benchmarks/speed.py            # ~30-35 min on 2 cores: 1000 / 1500 iterations, 3 rounds
     python benchmarks/speed.py --quick    # a few minutes: 100 iterations, 2 rounds
 
 1. Training: a segmentation case (UNet 16-64 on a 64x64 VOC-layout folder, JPEG + palette PNG,
