@@ -2,6 +2,7 @@
 
     python benchmarks/speed.py            # ~30-35 min on 2 cores: 1000 / 1500 iterations, 3 rounds
     python benchmarks/speed.py --quick    # a few minutes: 100 iterations, 2 rounds
+    python benchmarks/speed.py --cases pix2pix --rounds 5   # one case only (~20 min)
 
 1. Training: a segmentation case (UNet 16-64 on a 64x64 VOC-layout folder, JPEG + palette PNG,
    batch 16) and a pix2pix case (U-Net G + PatchGAN D on 64x64 A|B JPEG pairs, batch 8). The
@@ -40,6 +41,7 @@ sys.path.insert(0, str(REPO))
 ENV = {**os.environ, "PYTHONPATH": str(REPO)}
 WINDOW = 50  # iterations per log window (--quick: 20)
 CLASSES = ["background", "circle", "rectangle", "triangle"]
+CASES = ("segmentation", "pix2pix")
 FLIPS = [{"type": "HorizontalFlip", "p": 0.5}, {"type": "VerticalFlip", "p": 0.5}]
 
 
@@ -186,8 +188,7 @@ def print_table(results: dict) -> None:
     header = f"{'case':13s} {'variant':30s} {'wall s':>8s} {'x plain':>8s} {'s/iter':>8s} {'x plain':>8s} " \
              f"{'images/s':>9s} {'RSS MB':>8s} {'x plain':>8s}"
     print(header)
-    for case in ("segmentation", "pix2pix"):
-        rows = results["training"][case]
+    for case, rows in results["training"].items():
         plain = rows["plain script"]
         for name, row in rows.items():
             print(f"{case + ' (' + str(results['iters'][case]) + ')':13s} {name:30s} {row['wall_s']:8.1f} "
@@ -207,6 +208,7 @@ def main() -> None:
     parser.add_argument("--images", type=int, default=300, help="images per generated dataset")
     parser.add_argument("--threads", type=int, help="OMP_NUM_THREADS for every process (default: torch's, "
                         "one per core); 1 keeps the figures meaningful on a machine other jobs load")
+    parser.add_argument("--cases", nargs="+", choices=CASES, default=list(CASES), help="training cases to run")
     parser.add_argument("--json", default=str(REPO / "work_dirs/benchmarks/speed.json"))
     args = parser.parse_args()
     global WINDOW
@@ -225,6 +227,8 @@ def main() -> None:
         voc, pairs = make_voc(folder / "voc", args.images), make_aligned_pairs(folder / "pairs", args.images)
         configs = write_configs(folder, voc, pairs, iters)
         for case, root, batch in (("segmentation", voc, 16), ("pix2pix", pairs, 8)):
+            if case not in args.cases:
+                continue
             commands = variants(case, configs[case], root, iters[case], folder)
             results["training"][case] = training_case(case, commands, batch, rounds)
         fixed = run_measured([sys.executable, str(REPO / "benchmarks/fixed_cost.py"),

@@ -28,7 +28,6 @@ from framework.data.transforms import build_pipeline
 from framework.errors import ConfigError, DataError
 from framework.visualization.palette import default_palette
 
-
 MASK64 = (1 << 64) - 1
 
 
