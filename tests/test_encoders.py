@@ -74,6 +74,40 @@ def test_torchvision_layout_file_loads_as_encoder_weights(tmp_path, file_name, p
     assert torch.equal(model.head.weight, head_before)
 
 
+@pytest.mark.parametrize("decoder", ["EncoderUNet", "FPN", "DeepLabV3Plus"])
+def test_encoder_depth_drops_the_deepest_stages(tmp_path, decoder):
+    weights = torchvision_resnet18_file(tmp_path / "resnet18.pth")
+    model = MODELS.build({"type": decoder, "encoder": "resnet18", "num_classes": 3, "encoder_depth": 4,
+                          "encoder_weights": str(tmp_path / "resnet18.pth")}, path="task.model")
+    assert model.encoder.strides == [2, 4, 8, 16] and model.encoder.channels == [64, 64, 128, 256]
+    assert not [k for k in model.state_dict() if "layer4" in k]  # not built, not only unused
+    with torch.no_grad():
+        assert model.eval()(torch.randn(1, 3, 45, 70)).shape == (1, 3, 45, 70)
+
+    load_pretrained(segmentation_task(model), None, str(tmp_path))
+    report = json.loads((tmp_path / "load_report.json").read_text())["task.model (encoder_weights)"]
+    assert [e["key"] for e in report["loaded"]] == [k for k in model.state_dict() if k.startswith("encoder.")]
+    assert {e["source"] for e in report["unexpected"]} == {k for k in weights if k.startswith(("layer4.", "fc."))}
+
+
+def test_encoder_depth_mistakes_are_config_errors_at_the_node():
+    for depth in (0, 6, 2.5):
+        with pytest.raises(ValueError, match=rf"encoder_depth must be an integer from 1 to 5 for resnet18, got {depth}"):
+            EncoderUNet("resnet18", num_classes=3, encoder_depth=depth)
+
+    @ENCODERS.register()
+    def fixed_depth_net(in_channels=3, output_stride=32):
+        return build_encoder("resnet18", in_channels, output_stride)
+
+    try:
+        with pytest.raises(ValueError, match=r"encoder_depth: the encoder 'fixed_depth_net' returns all its maps"):
+            EncoderUNet("fixed_depth_net", num_classes=3, encoder_depth=3)
+        with pytest.raises(ValueError, match=r"encoder_depth applies to an encoder built from its name"):
+            EncoderUNet(build_encoder("fixed_depth_net"), num_classes=3, encoder_depth=3)
+    finally:
+        ENCODERS._entries.pop("fixed_depth_net")
+
+
 def test_torchvision_weights_come_from_the_local_hub_cache_only(tmp_path, monkeypatch):
     monkeypatch.setenv("TORCH_HOME", str(tmp_path / "torch"))
     folder = tmp_path / "torch" / "hub" / "checkpoints"

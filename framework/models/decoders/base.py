@@ -1,7 +1,10 @@
 """What every encoder-decoder segmenter shares: the encoder, padding, the head's upsampling.
 
     {type: EncoderUNet | FPN | DeepLabV3Plus, encoder: resnet34, encoder_weights: PATH | torchvision | null,
-     in_channels: 3, num_classes: N, adapt_in_channels: zeros | mean, ...}
+     in_channels: 3, num_classes: N, adapt_in_channels: zeros | mean, encoder_depth: null | N, ...}
+
+`encoder_depth` keeps the encoder's first maps only (as smp's): 4 on a ResNet drops layer4,
+three quarters of resnet18's parameters, which a 64x64 image reduces to a 2x2 map.
 
 Any input size works: the input is padded (right and bottom, with zeros, i.e. the mean colour
 after normalisation) to a multiple of the encoder's output stride and the logits cropped back,
@@ -26,7 +29,8 @@ class EncoderDecoder(nn.Module):
     """Subclasses build `self.decoder` (features -> a map) and `self.head` (map -> logits)."""
 
     def __init__(self, encoder: str | Encoder, num_classes: int, in_channels: int = 3,
-                 encoder_weights: str | None = None, adapt_in_channels: str = "zeros", output_stride: int = 32):
+                 encoder_weights: str | None = None, adapt_in_channels: str = "zeros", output_stride: int = 32,
+                 encoder_depth: int | None = None):
         super().__init__()
         if adapt_in_channels not in ADAPT_METHODS:
             raise ValueError(f"adapt_in_channels must be one of {', '.join(ADAPT_METHODS)}, got {adapt_in_channels!r}")
@@ -35,9 +39,11 @@ class EncoderDecoder(nn.Module):
         if isinstance(encoder, Encoder):  # a built encoder (shared, or a custom one)
             if encoder.in_channels != in_channels:
                 raise ValueError(f"the encoder takes {encoder.in_channels} channels, in_channels is {in_channels}")
+            if encoder_depth is not None:
+                raise ValueError("encoder_depth applies to an encoder built from its name, not to a built one")
             self.encoder = encoder
         else:
-            self.encoder = build_encoder(encoder, in_channels, output_stride)
+            self.encoder = build_encoder(encoder, in_channels, output_stride, encoder_depth)
         self.num_classes = num_classes
         self.encoder_weights = encoder_weights
         self.adapt_in_channels = adapt_in_channels

@@ -27,8 +27,9 @@ class DeepLabV3Plus(EncoderDecoder):
     def __init__(self, encoder: str | Encoder = "resnet50", num_classes: int = 2, in_channels: int = 3,
                  encoder_weights: str | None = None, adapt_in_channels: str = "zeros", output_stride: int = 32,
                  atrous_rates: Sequence[int] | None = None, aspp_channels: int = 256,
-                 low_level_channels: int = 48, norm: str = "bn"):
-        super().__init__(encoder, num_classes, in_channels, encoder_weights, adapt_in_channels, output_stride)
+                 low_level_channels: int = 48, norm: str = "bn", encoder_depth: int | None = None):
+        super().__init__(encoder, num_classes, in_channels, encoder_weights, adapt_in_channels, output_stride,
+                         encoder_depth=encoder_depth)
         rates = tuple(atrous_rates or DEFAULT_RATES.get(self.encoder.strides[-1], DEFAULT_RATES[16]))
         from torchvision.models.segmentation.deeplabv3 import ASPP  # torchvision only when built
 

@@ -11,12 +11,17 @@ encoder works with any decoder. Add one with a decorator on a factory:
     def my_net(in_channels: int = 3, output_stride: int = 32) -> Encoder:
         ...
 
+A factory that also takes `depth` (the number of maps to return, shallowest first; the
+decoders' `encoder_depth`) lets a config drop the deepest stages, as the torchvision ones do.
+
 `weights_prefix` is where a weights file's keys start inside the encoder (`body.` for
 torchvision models, whose file layout is kept), and `torchvision_name` (or None) names the
 torchvision model whose weights enum `encoder_weights: torchvision` resolves.
 """
 
 from __future__ import annotations
+
+import inspect
 
 import torch
 from torch import nn
@@ -37,11 +42,16 @@ class Encoder(nn.Module):
         raise NotImplementedError
 
 
-def build_encoder(name: str, in_channels: int = 3, output_stride: int = 32) -> Encoder:
+def build_encoder(name: str, in_channels: int = 3, output_stride: int = 32, depth: int | None = None) -> Encoder:
     """The registered encoder `name`; a ValueError (a config error at the node) when unknown."""
     if name not in ENCODERS:
         from framework.registry import did_you_mean
 
         raise ValueError(f"unknown encoder {name!r}{did_you_mean(name, ENCODERS.names())} "
                          f"(registered: {', '.join(ENCODERS.names())})")
-    return ENCODERS.get(name)(in_channels=in_channels, output_stride=output_stride)
+    factory = ENCODERS.get(name)
+    if depth is None:
+        return factory(in_channels=in_channels, output_stride=output_stride)
+    if "depth" not in inspect.signature(factory).parameters:
+        raise ValueError(f"encoder_depth: the encoder {name!r} returns all its maps (its factory takes no `depth`)")
+    return factory(in_channels=in_channels, output_stride=output_stride, depth=depth)

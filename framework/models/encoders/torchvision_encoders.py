@@ -4,7 +4,8 @@
 keeping torchvision's parameter names (`conv1.weight`, `layer1.0.bn1.running_mean`, ...),
 so a torchvision weights file loads into `encoder.body` unchanged. Layers after the deepest
 returned node (the classifier) are dropped. Nodes follow segmentation_models_pytorch's choice
-of stages: one map per stride 2, 4, 8, 16, 32 (ConvNeXt starts at 4).
+of stages: one map per stride 2, 4, 8, 16, 32 (ConvNeXt starts at 4). `depth` keeps the first
+maps only (smp's `encoder_depth`), and the stages after them are not built into the extractor.
 """
 
 from __future__ import annotations
@@ -28,10 +29,12 @@ class TorchvisionEncoder(Encoder):
     weights_prefix = "body."
 
     def __init__(self, name: str, nodes: list[str], in_channels: int = 3, output_stride: int = 32,
-                 dilations: dict[str, int] | None = None):
+                 dilations: dict[str, int] | None = None, depth: int | None = None):
         super().__init__()
         if in_channels < 1:
             raise ValueError(f"in_channels must be >= 1, got {in_channels}")
+        if depth is not None and (isinstance(depth, bool) or not isinstance(depth, int) or not 1 <= depth <= len(nodes)):
+            raise ValueError(f"encoder_depth must be an integer from 1 to {len(nodes)} for {name}, got {depth!r}")
         import torchvision  # imported when an encoder is built, not with the registry
         from torchvision.models.feature_extraction import create_feature_extractor
 
@@ -48,6 +51,10 @@ class TorchvisionEncoder(Encoder):
         if self.strides[-1] != output_stride:
             raise ValueError(f"encoder {name} has output stride {self.strides[-1]}; "
                              f"output_stride {output_stride} is available for ResNets only")
+        if depth is not None and depth < len(nodes):  # the stages after the kept maps are dropped
+            self.nodes = self.nodes[:depth]
+            self.body = create_feature_extractor(model, {node: node for node in self.nodes})
+            self.channels, self.strides = self.channels[:depth], self.strides[:depth]
 
     def forward(self, x: torch.Tensor) -> list[torch.Tensor]:
         return list(self.body(x).values())
@@ -87,17 +94,18 @@ def _probe(body: nn.Module, in_channels: int, size: int = 64) -> tuple[list[int]
 def register_torchvision(name: str, nodes: list[str]) -> None:
     """Register torchvision model `name` as an encoder returning the outputs of `nodes`."""
 
-    def factory(in_channels: int = 3, output_stride: int = 32) -> TorchvisionEncoder:
-        return TorchvisionEncoder(name, nodes, in_channels, output_stride)
+    def factory(in_channels: int = 3, output_stride: int = 32, depth: int | None = None) -> TorchvisionEncoder:
+        return TorchvisionEncoder(name, nodes, in_channels, output_stride, depth=depth)
 
     ENCODERS.add(factory, name)
 
 
 def register_resnet(name: str) -> None:
-    def factory(in_channels: int = 3, output_stride: int = 32) -> TorchvisionEncoder:
+    def factory(in_channels: int = 3, output_stride: int = 32, depth: int | None = None) -> TorchvisionEncoder:
         if output_stride not in RESNET_DILATION:
             raise ValueError(f"output_stride must be one of {sorted(RESNET_DILATION)}, got {output_stride}")
-        return TorchvisionEncoder(name, RESNET_NODES, in_channels, output_stride, RESNET_DILATION[output_stride])
+        return TorchvisionEncoder(name, RESNET_NODES, in_channels, output_stride, RESNET_DILATION[output_stride],
+                                  depth)
 
     ENCODERS.add(factory, name)
 
