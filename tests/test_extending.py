@@ -69,6 +69,15 @@ def test_the_sampler_yields_seeds_only_to_datasets_that_ask():
     seeded = list(EpochSampler(6, seed=1, with_seed=True))
     assert all(type(i) is int for i in plain)
     assert [i for i, _ in seeded] == plain and len({s for _, s in seeded}) == 6
+    # A sample's seed depends on (seed, epoch, index) only: not on the rank, nor on a resume.
+    ranks = [pair for rank in (0, 1) for pair in EpochSampler(6, seed=1, rank=rank, world_size=2, with_seed=True)]
+    assert sorted(ranks) == sorted(seeded)
+    resumed = EpochSampler(6, seed=1, with_seed=True)
+    resumed.set_start(4)
+    assert list(resumed) == seeded[4:]
+    next_epoch = EpochSampler(6, seed=1, with_seed=True)
+    next_epoch.set_epoch(1)
+    assert {s for _, s in next_epoch}.isdisjoint({s for _, s in seeded})
 
 
 def test_a_repository_project_imports_from_any_working_directory(tmp_path, monkeypatch):

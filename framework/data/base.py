@@ -76,7 +76,7 @@ class AugmentedDataset(Dataset):
         # (Compose.set_random_seed gives each transform its own generator with the same seed,
         # which correlates them: two p=0.5 flips would always fire together.)
         # The two generators are made once and put in the sample's state in place: making new
-        # SeedSequence, Generator and Random objects cost ~15 us per sample, this ~5.
+        # SeedSequence, Generator and Random objects cost ~15 us per sample, this ~7.
         if self._random_streams is None:
             self._random_streams = (np.random.Generator(np.random.PCG64()), random.Random())
         numpy_random, python_random = self._random_streams
