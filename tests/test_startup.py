@@ -40,3 +40,32 @@ def test_config_error_before_torch_and_heavy_imports_only_when_needed(tmp_path):
     assert after_error == []  # the config was rejected before torch was imported
     assert after_engine == ["torch"]  # the whole training stack, built-in models and optimizers
     assert "albumentations" in after_transform  # imported by the first transform lookup
+
+
+NETWORK_PROBE = """
+import json, socket
+attempts = []
+def refuse(*args, **kwargs):
+    attempts.append(repr(args[:1]))
+    raise OSError("network refused by the test")
+socket.create_connection = refuse
+socket.socket.connect = refuse
+socket.getaddrinfo = refuse
+from framework.data.transforms import build_pipeline
+build_pipeline([{"type": "HorizontalFlip"}])
+print(json.dumps(attempts))
+"""
+
+
+def test_building_a_pipeline_does_not_ask_pypi_for_albumentations_updates():
+    # albumentations checks PyPI for a newer version on import unless NO_ALBUMENTATIONS_UPDATE is
+    # set: a request per run, rank and spawned worker (up to 2 s each without internet).
+    def attempts(**env):
+        result = subprocess.run([sys.executable, "-W", "ignore", "-c", NETWORK_PROBE], cwd=REPO, capture_output=True,
+                                text=True, timeout=300,
+                                env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1", **env})
+        assert result.returncode == 0, result.stderr
+        return json.loads(result.stdout.splitlines()[-1])
+
+    assert attempts() == []
+    assert attempts(NO_ALBUMENTATIONS_UPDATE="0") != []  # a user's own setting wins (and the probe sees the request)
