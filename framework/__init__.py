@@ -7,8 +7,16 @@ so the tools read and validate a config before paying for torch, and `framework.
 """
 
 import importlib
+import os
 
 __version__ = "0.2.0"
+
+# albumentations asks PyPI for a newer version of itself over HTTPS on import (timeout 2 s)
+# unless this is set: a request in every run, every DDP rank and every spawned worker, up to
+# 2 s each and a warning without internet. Set here, at import, while the process has no
+# other threads yet (setenv next to a thread calling getenv is unsafe in C); a value already
+# in the environment is kept.
+os.environ.setdefault("NO_ALBUMENTATIONS_UPDATE", "1")
 
 from framework import registry  # noqa: E402,F401
 

@@ -11,7 +11,6 @@ config writes them as nodes with albumentations' own keywords:
 from __future__ import annotations
 
 import inspect
-import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -25,23 +24,10 @@ if TYPE_CHECKING:
 _ABSTRACT_BASES = {"BasicTransform", "DualTransform", "ImageOnlyTransform", "Transform3D", "BaseCompose"}
 
 
-def import_albumentations():
-    """albumentations, imported without its update check.
-
-    On import, albumentations asks PyPI for its latest version over HTTPS (timeout 2 s)
-    unless NO_ALBUMENTATIONS_UPDATE is set: a request from every run, every DDP rank and
-    every spawned worker, up to 2 s each and a warning on a machine without internet. The
-    framework sets the variable unless the environment already does.
-    """
-    os.environ.setdefault("NO_ALBUMENTATIONS_UPDATE", "1")
-    import albumentations
-
-    return albumentations
-
-
 def _register_albumentations() -> None:
-    # albumentations is imported here, on the first lookup of a transform, not with the framework.
-    A = import_albumentations()
+    # albumentations is imported here, on the first lookup of a transform, not with the framework
+    # (whose import sets NO_ALBUMENTATIONS_UPDATE, see framework/__init__.py).
+    import albumentations as A
     from albumentations.core.composition import BaseCompose
     from albumentations.pytorch import ToTensorV2
 
@@ -69,7 +55,7 @@ def build_pipeline(
     `path` is the config path of the list, so a bad node is reported as e.g.
     `data.train.dataset.pipeline[2].type: unknown type ...`.
     """
-    A = import_albumentations()
+    import albumentations as A
     from albumentations.core.composition import BaseCompose
 
     if isinstance(transforms, str) or not isinstance(transforms, Sequence):
