@@ -1,11 +1,15 @@
 """`encoder_weights` of encoder-decoder models: which file, and how its names map.
 
     encoder_weights: torchvision     # the file torchvision would download, from the local hub cache
+    encoder_weights: timm            # (encoder: timm:<name>) the file timm would download, from the local cache
     encoder_weights: resnet34.pth    # a local .pth / .safetensors (torchvision or timm layout)
 
 `torchvision` resolves the encoder's torchvision weights enum (its DEFAULT entry) to the file
 name torchvision downloads and looks for it in `$TORCH_HOME/hub/checkpoints` (torch.hub's
 cache); nothing is downloaded: a missing file is an error naming the file and the folder.
+`timm` does the same for a timm encoder with the model's pretrained config (its default tag,
+or the one in the name): the Hugging Face hub cache (`$HF_HUB_CACHE`) for a hub file, the
+torch hub cache for a plain URL.
 
 A file's keys may carry any prefix (`backbone.`, `encoder.`, `module.model.backbone.`, ...):
 the prefix under which most keys are encoder names is used, the rest is reported as outside
@@ -53,6 +57,36 @@ def torchvision_weights_file(model_name: str, where: str) -> str:
     return str(folder / file_name)
 
 
+def timm_weights_file(model_name: str, where: str) -> str:
+    """The cached file timm would download for `model_name` (`resnet18` or `resnet18.a1_in1k`)."""
+    from framework.models.encoders.timm_encoders import import_timm
+
+    timm = import_timm(f"{where}: timm")
+    config = timm.models.get_pretrained_cfg(model_name)  # the encoder's build has checked the tag
+    if config is None or not (config.hf_hub_id or config.url):
+        raise ConfigError(f"{where}: timm has no pretrained weights for '{model_name}'")
+    if config.hf_hub_id:
+        from huggingface_hub import constants, try_to_load_from_cache
+
+        names = [config.hf_hub_filename] if config.hf_hub_filename else ["model.safetensors", "pytorch_model.bin"]
+        for name in names:
+            cached = try_to_load_from_cache(config.hf_hub_id, name)
+            if isinstance(cached, str):
+                return cached
+        raise CheckpointError(f"{where}: timm weights of {model_name} need {names[0]} of the Hugging Face repo "
+                              f"{config.hf_hub_id} in the cache {constants.HF_HUB_CACHE} (nothing is downloaded "
+                              f"at run time; python -c \"import timm; timm.create_model('{model_name}', "
+                              f"pretrained=True)\" fills it on a machine with internet, or give the file as "
+                              "encoder_weights: PATH)")
+    file_name = os.path.basename(urlparse(config.url).path)
+    folder = Path(torch.hub.get_dir()) / "checkpoints"
+    if not (folder / file_name).is_file():
+        raise CheckpointError(f"{where}: timm weights of {model_name} need the file {file_name} in {folder} "
+                              f"(nothing is downloaded at run time; fetch {config.url} there, or give the file as "
+                              "encoder_weights: PATH)")
+    return str(folder / file_name)
+
+
 def encoder_prefix(file_keys, encoder_keys: set[str], where: str) -> str:
     """The key prefix of the file under which most keys are the encoder's (torchvision) names."""
     prefixes: Counter[str] = Counter()
@@ -78,6 +112,11 @@ def encoder_load_spec(network: nn.Module, path_in_task: str) -> LoadSpec:
         if not encoder.torchvision_name:
             raise ConfigError(f"{where}: torchvision: the encoder {type(encoder).__name__} is not a torchvision model")
         source = torchvision_weights_file(encoder.torchvision_name, where)
+    elif source == "timm":
+        if not encoder.timm_name:
+            raise ConfigError(f"{where}: timm: the encoder {type(encoder).__name__} is not a timm model "
+                              "(use encoder: timm:<name>)")
+        source = timm_weights_file(encoder.timm_name, where)
     elif not os.path.isfile(source):
         raise CheckpointError(f"{where}: file not found: {source}")
     inside = encoder.weights_prefix

@@ -15,8 +15,12 @@ A factory that also takes `depth` (the number of maps to return, shallowest firs
 decoders' `encoder_depth`) lets a config drop the deepest stages, as the torchvision ones do.
 
 `weights_prefix` is where a weights file's keys start inside the encoder (`body.` for
-torchvision models, whose file layout is kept), and `torchvision_name` (or None) names the
-torchvision model whose weights enum `encoder_weights: torchvision` resolves.
+torchvision models, `model.` for timm ones, whose file layouts are kept), and
+`torchvision_name` / `timm_name` (or None) name the model whose weights file
+`encoder_weights: torchvision` / `timm` resolves.
+
+`encoder: timm:<name>` builds any timm model (optional extra; timm_encoders.py) without a
+registration.
 """
 
 from __future__ import annotations
@@ -37,13 +41,19 @@ class Encoder(nn.Module):
     in_channels: int = 3
     weights_prefix: str = ""
     torchvision_name: str | None = None
+    timm_name: str | None = None
 
     def forward(self, x: torch.Tensor) -> list[torch.Tensor]:  # pragma: no cover - interface
         raise NotImplementedError
 
 
 def build_encoder(name: str, in_channels: int = 3, output_stride: int = 32, depth: int | None = None) -> Encoder:
-    """The registered encoder `name`; a ValueError (a config error at the node) when unknown."""
+    """The registered encoder `name` (or timm's, `timm:<name>`); a ValueError (a config error at
+    the node) when unknown."""
+    if name.startswith("timm:"):
+        from framework.models.encoders.timm_encoders import TimmEncoder  # timm only when asked for
+
+        return TimmEncoder(name[len("timm:"):], in_channels, output_stride, depth)
     if name not in ENCODERS:
         from framework.registry import did_you_mean
 
