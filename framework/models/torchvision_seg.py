@@ -10,6 +10,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from framework.models.aux_head import LogitsWithAux, check_aux_loss_weight
 from framework.registry import MODELS
 
 
@@ -17,15 +18,16 @@ class _TorchvisionSegmentation(nn.Module):
     """Wraps a torchvision segmentation model so that forward returns the `out` logits only.
 
     With aux_loss=True torchvision adds an auxiliary FCN head on the backbone's penultimate
-    stage; forward does not use it, so its output is only reachable through `self.net(x)["aux"]`
-    and, unless a task reads it, its parameters get no gradient (which DDP rejects).
+    stage: in training mode forward then returns `LogitsWithAux` and the task adds its loss
+    times `aux_loss_weight` (0.5, torchvision's reference recipe). In eval mode torchvision
+    still runs it (a few % of the FLOPs); only `out` is returned.
     """
 
     # backbone -> name of the builder in torchvision.models.segmentation, imported when a network
     # is built (torchvision's import costs about a second, for every run that does not use it)
     builders: dict[str, str] = {}
 
-    def __init__(self, num_classes: int, backbone: str, aux_loss: bool):
+    def __init__(self, num_classes: int, backbone: str, aux_loss: bool, aux_loss_weight: float):
         super().__init__()
         if backbone not in self.builders:
             raise ValueError(f"unknown backbone {backbone!r}; choose one of {', '.join(map(repr, self.builders))}")
@@ -33,8 +35,12 @@ class _TorchvisionSegmentation(nn.Module):
 
         builder = getattr(segmentation, self.builders[backbone])
         self.net = builder(weights=None, weights_backbone=None, num_classes=num_classes, aux_loss=aux_loss)
+        self.aux_loss_weight = check_aux_loss_weight(aux_loss_weight) if aux_loss else 0.0
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor) -> torch.Tensor | LogitsWithAux:
+        if self.training and self.aux_loss_weight:
+            out = self.net(x)
+            return LogitsWithAux(out["out"], out["aux"])
         return self.net(x)["out"]
 
 
@@ -51,8 +57,9 @@ class DeepLabV3(_TorchvisionSegmentation):
         "mobilenet_v3_large": "deeplabv3_mobilenet_v3_large",
     }
 
-    def __init__(self, num_classes: int, backbone: str = "resnet50", aux_loss: bool = False):
-        super().__init__(num_classes, backbone, aux_loss)
+    def __init__(self, num_classes: int, backbone: str = "resnet50", aux_loss: bool = False,
+                 aux_loss_weight: float = 0.5):
+        super().__init__(num_classes, backbone, aux_loss, aux_loss_weight)
 
 
 @MODELS.register()
@@ -64,5 +71,6 @@ class FCN(_TorchvisionSegmentation):
         "resnet101": "fcn_resnet101",
     }
 
-    def __init__(self, num_classes: int, backbone: str = "resnet50", aux_loss: bool = False):
-        super().__init__(num_classes, backbone, aux_loss)
+    def __init__(self, num_classes: int, backbone: str = "resnet50", aux_loss: bool = False,
+                 aux_loss_weight: float = 0.5):
+        super().__init__(num_classes, backbone, aux_loss, aux_loss_weight)

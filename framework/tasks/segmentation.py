@@ -7,6 +7,7 @@ from torch import nn
 
 from framework.inference.segmentation import SegmentationPredictor
 from framework.inference.settings import InferenceSettings
+from framework.models.aux_head import LogitsWithAux
 from framework.registry import TASKS
 from framework.tasks.base import Task, total_loss
 from framework.visualization.palette import colorize, default_palette
@@ -40,6 +41,8 @@ class SegmentationTask(Task):
         # Decided once: a missing attribute costs an exception inside nn.Module.__getattr__ per step.
         self._loss_has_terms = hasattr(loss, "terms")
         self._loss_key = f"loss_{getattr(loss, 'name', 'seg')}"
+        # A network with an auxiliary head (framework/models/aux_head.py) returns LogitsWithAux in training.
+        self.aux_loss_weight = float(getattr(model, "aux_loss_weight", 0.0))
         self.num_classes = num_classes
         self.ignore_index = ignore_index
         self.inference = InferenceSettings.from_config(inference)
@@ -59,8 +62,12 @@ class SegmentationTask(Task):
         return {self._loss_key: self.loss(logits, target)}
 
     def train_step(self, batch: dict, optim) -> dict:
-        logits = self.model(self.normalize(batch["image"]))
-        terms = self.loss_terms(logits, batch["mask"])
+        output = self.model(self.normalize(batch["image"]))
+        if isinstance(output, LogitsWithAux):
+            terms = self.loss_terms(output.logits, batch["mask"])
+            terms["loss_aux"] = self.aux_loss_weight * total_loss(self.loss_terms(output.aux_logits, batch["mask"]))
+        else:
+            terms = self.loss_terms(output, batch["mask"])
         loss = total_loss(terms)
         optim.update(loss)
         logs = {"loss": loss.detach()}

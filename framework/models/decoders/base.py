@@ -1,7 +1,8 @@
 """What every encoder-decoder segmenter shares: the encoder, padding, the head's upsampling.
 
     {type: EncoderUNet | FPN | DeepLabV3Plus, encoder: resnet34, encoder_weights: PATH | torchvision | null,
-     in_channels: 3, num_classes: N, adapt_in_channels: zeros | mean, encoder_depth: null | N, ...}
+     in_channels: 3, num_classes: N, adapt_in_channels: zeros | mean, encoder_depth: null | N,
+     aux_loss_weight: 0 | w, aux_stage: -2, ...}
 
 `encoder_depth` keeps the encoder's first maps only (as smp's): 4 on a ResNet drops layer4,
 three quarters of resnet18's parameters, which a 64x64 image reduces to a 2x2 map.
@@ -9,6 +10,10 @@ three quarters of resnet18's parameters, which a 64x64 image reduces to a 2x2 ma
 Any input size works: the input is padded (right and bottom, with zeros, i.e. the mean colour
 after normalisation) to a multiple of the encoder's output stride and the logits cropped back,
 so the output is N x num_classes x H x W for any H x W.
+
+`aux_loss_weight` > 0 adds an auxiliary head (framework/models/aux_head.py) on the encoder map
+`aux_stage` (the penultimate by default: ResNet's layer3, as PSPNet and MMSegmentation use);
+in training mode the model then returns `LogitsWithAux` and the task adds the weighted loss.
 
 `encoder_weights` is only recorded here; the weights are loaded by the engine when training
 starts (framework/engine/encoder_weights.py), through the partial-loading path that writes
@@ -21,6 +26,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from framework.models.aux_head import AuxHead, LogitsWithAux, check_aux_loss_weight
 from framework.models.encoders import Encoder, build_encoder
 from framework.models.encoders.stem import ADAPT_METHODS
 
@@ -30,7 +36,7 @@ class EncoderDecoder(nn.Module):
 
     def __init__(self, encoder: str | Encoder, num_classes: int, in_channels: int = 3,
                  encoder_weights: str | None = None, adapt_in_channels: str = "zeros", output_stride: int = 32,
-                 encoder_depth: int | None = None):
+                 encoder_depth: int | None = None, aux_loss_weight: float = 0.0, aux_stage: int = -2):
         super().__init__()
         if adapt_in_channels not in ADAPT_METHODS:
             raise ValueError(f"adapt_in_channels must be one of {', '.join(ADAPT_METHODS)}, got {adapt_in_channels!r}")
@@ -48,19 +54,35 @@ class EncoderDecoder(nn.Module):
         self.encoder_weights = encoder_weights
         self.adapt_in_channels = adapt_in_channels
         self.size_multiple = self.encoder.strides[-1]
+        self.aux_loss_weight = check_aux_loss_weight(aux_loss_weight)
+        if self.aux_loss_weight:
+            maps = len(self.encoder.channels)
+            if isinstance(aux_stage, bool) or not isinstance(aux_stage, int) or not -maps <= aux_stage < maps:
+                raise ValueError(f"aux_stage must be an index into the encoder's {maps} maps "
+                                 f"(-{maps} to {maps - 1}), got {aux_stage!r}")
+            self.aux_stage = aux_stage
+            self.aux_head = AuxHead(self.encoder.channels[aux_stage], num_classes)
 
     def decode(self, features: list[torch.Tensor]) -> torch.Tensor:  # pragma: no cover - interface
         raise NotImplementedError
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor) -> torch.Tensor | LogitsWithAux:
         height, width = x.shape[-2:]
         pad_h, pad_w = -height % self.size_multiple, -width % self.size_multiple
         if pad_h or pad_w:
             x = F.pad(x, (0, pad_w, 0, pad_h))
-        logits = self.head(self.decode(self.encoder(x)))
-        if logits.shape[-2:] != x.shape[-2:]:
-            logits = F.interpolate(logits, size=x.shape[-2:], mode="bilinear", align_corners=False)
-        return logits[..., :height, :width]
+        features = self.encoder(x)
+        logits = to_input_size(self.head(self.decode(features)), x, height, width)
+        if self.training and self.aux_loss_weight:
+            return LogitsWithAux(logits, to_input_size(self.aux_head(features[self.aux_stage]), x, height, width))
+        return logits
+
+
+def to_input_size(logits: torch.Tensor, padded: torch.Tensor, height: int, width: int) -> torch.Tensor:
+    """Logits upsampled to the padded input's size, then cropped to the input's."""
+    if logits.shape[-2:] != padded.shape[-2:]:
+        logits = F.interpolate(logits, size=padded.shape[-2:], mode="bilinear", align_corners=False)
+    return logits[..., :height, :width]
 
 
 def first_at_stride(encoder: Encoder, stride: int) -> int:

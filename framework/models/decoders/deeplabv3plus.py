@@ -27,9 +27,10 @@ class DeepLabV3Plus(EncoderDecoder):
     def __init__(self, encoder: str | Encoder = "resnet50", num_classes: int = 2, in_channels: int = 3,
                  encoder_weights: str | None = None, adapt_in_channels: str = "zeros", output_stride: int = 32,
                  atrous_rates: Sequence[int] | None = None, aspp_channels: int = 256,
-                 low_level_channels: int = 48, norm: str = "bn", encoder_depth: int | None = None):
+                 low_level_channels: int = 48, norm: str = "bn", encoder_depth: int | None = None, aux_loss_weight: float = 0.0,
+                 aux_stage: int = -2):
         super().__init__(encoder, num_classes, in_channels, encoder_weights, adapt_in_channels, output_stride,
-                         encoder_depth=encoder_depth)
+                         encoder_depth=encoder_depth, aux_loss_weight=aux_loss_weight, aux_stage=aux_stage)
         rates = tuple(atrous_rates or DEFAULT_RATES.get(self.encoder.strides[-1], DEFAULT_RATES[16]))
         from torchvision.models.segmentation.deeplabv3 import ASPP  # torchvision only when built
 

@@ -23,9 +23,10 @@ class FPN(EncoderDecoder):
     def __init__(self, encoder: str | Encoder = "resnet34", num_classes: int = 2, in_channels: int = 3,
                  encoder_weights: str | None = None, adapt_in_channels: str = "zeros",
                  pyramid_channels: int = 256, segmentation_channels: int = 128, norm: str = "gn",
-                 dropout: float = 0.2, encoder_depth: int | None = None):
+                 dropout: float = 0.2, encoder_depth: int | None = None, aux_loss_weight: float = 0.0,
+                 aux_stage: int = -2):
         super().__init__(encoder, num_classes, in_channels, encoder_weights, adapt_in_channels,
-                         encoder_depth=encoder_depth)
+                         encoder_depth=encoder_depth, aux_loss_weight=aux_loss_weight, aux_stage=aux_stage)
         self.first_level = first_at_stride(self.encoder, 4)
         channels = self.encoder.channels[self.first_level:]
         self.laterals = nn.ModuleList(nn.Conv2d(c, pyramid_channels, kernel_size=1) for c in channels)

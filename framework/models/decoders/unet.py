@@ -39,9 +39,10 @@ class EncoderUNet(EncoderDecoder):
     def __init__(self, encoder: str | Encoder = "resnet34", num_classes: int = 2, in_channels: int = 3,
                  encoder_weights: str | None = None, adapt_in_channels: str = "zeros",
                  decoder_channels: Sequence[int] = (256, 128, 64, 32, 16), norm: str = "bn",
-                 encoder_depth: int | None = None):
+                 encoder_depth: int | None = None, aux_loss_weight: float = 0.0,
+                 aux_stage: int = -2):
         super().__init__(encoder, num_classes, in_channels, encoder_weights, adapt_in_channels,
-                         encoder_depth=encoder_depth)
+                         encoder_depth=encoder_depth, aux_loss_weight=aux_loss_weight, aux_stage=aux_stage)
         skips = list(reversed(self.encoder.channels[:-1]))
         self.full_resolution_block = self.encoder.strides[0] > 1
         blocks = len(skips) + self.full_resolution_block
