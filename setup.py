@@ -23,9 +23,11 @@ setup(
     extras_require={
         # tools/export.py --format onnx: the exporter's graph format and the runtime it is checked in
         "export": ["onnx>=1.15", "onnxruntime>=1.17"],
-        # encoder: timm:<name> (framework/models/encoders/timm_encoders.py); timm >= 1.0 has forward_intermediates
-        "timm": ["timm>=1.0"],
-        "dev": ["pytest>=7.4", "torchmetrics>=1.3", "ruff>=0.6", "onnx>=1.15", "onnxruntime>=1.17", "timm>=1.0"],
+        # encoder: timm:<name> (framework/models/encoders/timm_encoders.py); timm >= 1.0 has forward_intermediates;
+        # huggingface_hub (timm's own dependency) finds `encoder_weights: timm` in its local cache
+        "timm": ["timm>=1.0", "huggingface_hub>=0.20"],
+        "dev": ["pytest>=7.4", "torchmetrics>=1.3", "ruff>=0.6", "onnx>=1.15", "onnxruntime>=1.17", "timm>=1.0",
+                "huggingface_hub>=0.20"],
         "fid": ["torch-fidelity>=0.3"],  # FID's default extractor (framework/metrics/image.py)
     },
 )
