@@ -8,7 +8,8 @@ timed forwards after a warm-up, `--threads` torch threads, 1 by default).
 
 Race: the Quickstart's from-scratch UNet (configs/segmentation/unet_shapes.yaml) and
 EncoderUNet-resnet18 from random weights, whole (decoder 128..16) and cut to the UNet's shape
-(`encoder_depth: 3`, deepest map at stride 8, decoder 32..16), trained by tools/train.py on the
+(`encoder_depth: 3`, deepest map at stride 8, decoder 32..16), the same with an auxiliary head
+on layer1 (`aux_loss_weight: 0.4, aux_stage: 1`), trained by tools/train.py on the
 same shapes with the same recipe (AdamW 3e-3, warmup + poly schedule, batch 8, channels_last, `--threads`) for the
 same wall time:
 a short probe run measures each one's seconds per iteration, max_iters is set to fill
@@ -114,7 +115,11 @@ RACE = (("UNet (from scratch)", UNET_CONFIG, []),
         ("EncoderUNet-resnet18 (random init, decoder 128..16)", ENCODER_CONFIG, SAME_RECIPE),
         # The UNet's shape: its deepest map is at stride 8 (depth 3), and its widths are small.
         ("EncoderUNet-resnet18 (random init, encoder_depth 3, decoder 32..16)", ENCODER_CONFIG,
-         [*SAME_RECIPE, "+task.model.encoder_depth=3", "task.model.decoder_channels=[32,16,16]"]))
+         [*SAME_RECIPE, "+task.model.encoder_depth=3", "task.model.decoder_channels=[32,16,16]"]),
+        # and deep supervision: an auxiliary head on layer1 (stride 4), loss weight 0.4
+        ("EncoderUNet-resnet18 (random init, encoder_depth 3, decoder 32..16, aux head on layer1)", ENCODER_CONFIG,
+         [*SAME_RECIPE, "+task.model.encoder_depth=3", "task.model.decoder_channels=[32,16,16]",
+          "+task.model.aux_loss_weight=0.4", "+task.model.aux_stage=1"]))
 
 
 def race(seconds: float) -> None:

@@ -58,7 +58,7 @@ def build_encoder(name: str, in_channels: int = 3, output_stride: int = 32, dept
         from framework.registry import did_you_mean
 
         raise ValueError(f"unknown encoder {name!r}{did_you_mean(name, ENCODERS.names())} "
-                         f"(registered: {', '.join(ENCODERS.names())})")
+                         f"(registered: {', '.join(ENCODERS.names())}; or timm:<name> with the timm extra)")
     factory = ENCODERS.get(name)
     if depth is None:
         return factory(in_channels=in_channels, output_stride=output_stride)
