@@ -8,7 +8,7 @@ import torch
 from safetensors.torch import save_file
 
 from framework.engine.pretrained import load_pretrained
-from framework.errors import ConfigError
+from framework.errors import CheckpointError, ConfigError
 from framework.models.decoders import FPN, DeepLabV3Plus, EncoderUNet
 from framework.models.encoders import build_encoder
 from framework.registry import MODELS, TASKS
@@ -128,3 +128,18 @@ def test_without_timm_the_error_names_the_extra(monkeypatch):
                                           r"pip install -e \"\.\[timm\]\""):
         MODELS.build({"type": "EncoderUNet", "encoder": "timm:resnet18", "num_classes": 3}, path="task.model")
 
+
+
+def test_timm_weights_only_at_a_url_come_from_the_torch_hub_cache(tmp_path, monkeypatch):
+    from framework.engine.encoder_weights import timm_weights_file
+
+    monkeypatch.setenv("TORCH_HOME", str(tmp_path / "torch"))
+    folder = tmp_path / "torch" / "hub" / "checkpoints"
+    url = timm.models.get_pretrained_cfg("gcvit_xxtiny").url  # one of the few timm weights not on the HF hub
+    file_name = url.rsplit("/", 1)[-1]
+    with pytest.raises(CheckpointError, match=rf"w: timm weights of gcvit_xxtiny need the file {file_name} in {folder} "
+                                              rf"\(nothing is downloaded at run time; fetch {url} there"):
+        timm_weights_file("gcvit_xxtiny", "w")
+    folder.mkdir(parents=True)
+    (folder / file_name).write_bytes(b"")
+    assert timm_weights_file("gcvit_xxtiny", "w") == str(folder / file_name)
