@@ -47,6 +47,12 @@ class Encoder(nn.Module):
         raise NotImplementedError
 
 
+def check_depth(depth, maps: int, name: str) -> None:
+    """`encoder_depth` (None, or how many of the encoder's `maps` to keep) is valid for encoder `name`."""
+    if depth is not None and (isinstance(depth, bool) or not isinstance(depth, int) or not 1 <= depth <= maps):
+        raise ValueError(f"encoder_depth must be an integer from 1 to {maps} for {name}, got {depth!r}")
+
+
 def build_encoder(name: str, in_channels: int = 3, output_stride: int = 32, depth: int | None = None) -> Encoder:
     """The registered encoder `name` (or timm's, `timm:<name>`); a ValueError (a config error at
     the node) when unknown."""

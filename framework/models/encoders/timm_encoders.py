@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import torch
 
-from framework.models.encoders.base import Encoder
+from framework.models.encoders.base import Encoder, check_depth
 
 INSTALL_HINT = 'pip install -e ".[timm]"'
 
@@ -54,8 +54,7 @@ class TimmEncoder(Encoder):
             raise ValueError(f"timm model {name!r} has no forward_intermediates (timm >= 1.0 gives it to most "
                              "convolutional families); choose another model")
         stages = len(model.feature_info)
-        if depth is not None and (isinstance(depth, bool) or not isinstance(depth, int) or not 1 <= depth <= stages):
-            raise ValueError(f"encoder_depth must be an integer from 1 to {stages} for timm:{name}, got {depth!r}")
+        check_depth(depth, stages, f"timm:{name}")
         self.indices = list(range(depth or stages))
         model.prune_intermediate_layers(self.indices, prune_head=True)  # drops the classifier and later stages
         self.model = model

@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from framework.models.encoders.base import ENCODERS, Encoder
+from framework.models.encoders.base import ENCODERS, Encoder, check_depth
 
 RESNET_NODES = ["relu", "layer1", "layer2", "layer3", "layer4"]
 EFFICIENTNET_NODES = ["features.1", "features.2", "features.3", "features.5", "features.7"]
@@ -33,8 +33,7 @@ class TorchvisionEncoder(Encoder):
         super().__init__()
         if in_channels < 1:
             raise ValueError(f"in_channels must be >= 1, got {in_channels}")
-        if depth is not None and (isinstance(depth, bool) or not isinstance(depth, int) or not 1 <= depth <= len(nodes)):
-            raise ValueError(f"encoder_depth must be an integer from 1 to {len(nodes)} for {name}, got {depth!r}")
+        check_depth(depth, len(nodes), name)
         import torchvision  # imported when an encoder is built, not with the registry
         from torchvision.models.feature_extraction import create_feature_extractor
 
