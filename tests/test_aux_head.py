@@ -65,6 +65,9 @@ def test_aux_mistakes_name_the_key():
                             r"aux_stage must be an index into the encoder's 5 maps \(-5 to 4\), got 5")):
         with pytest.raises(ConfigError, match=r"task.model \(EncoderUNet\): " + message):
             MODELS.build({**SMALL, **extra}, path="task.model")
+    with pytest.raises(ConfigError, match=r"task.model \(DeepLabV3\): aux_loss: true needs aux_loss_weight > 0"):
+        MODELS.build({"type": "DeepLabV3", "backbone": "mobilenet_v3_large", "num_classes": 3, "aux_loss": True,
+                      "aux_loss_weight": 0}, path="task.model")
 
 
 def test_two_processes_train_an_encoder_unet_with_an_aux_head(tmp_path):

@@ -36,6 +36,8 @@ class _TorchvisionSegmentation(nn.Module):
         builder = getattr(segmentation, self.builders[backbone])
         self.net = builder(weights=None, weights_backbone=None, num_classes=num_classes, aux_loss=aux_loss)
         self.aux_loss_weight = check_aux_loss_weight(aux_loss_weight) if aux_loss else 0.0
+        if aux_loss and not self.aux_loss_weight:  # a head that never gets a gradient: DDP refuses it
+            raise ValueError("aux_loss: true needs aux_loss_weight > 0 (or aux_loss: false for no auxiliary head)")
 
     def forward(self, x: torch.Tensor) -> torch.Tensor | LogitsWithAux:
         if self.training and self.aux_loss_weight:
