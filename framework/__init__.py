@@ -20,7 +20,8 @@ os.environ.setdefault("NO_ALBUMENTATIONS_UPDATE", "1")
 
 from framework import registry  # noqa: E402,F401
 
-SUBPACKAGES = ("analysis", "data", "engine", "inference", "losses", "metrics", "models", "tasks", "visualization")
+SUBPACKAGES = ("analysis", "checkpoint", "config", "data", "dist", "engine", "inference", "losses", "metrics", "models",
+               "optim", "tasks", "visualization")
 
 
 def __getattr__(name: str):

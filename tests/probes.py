@@ -16,8 +16,8 @@ from pathlib import Path
 
 import torch
 
-from framework.engine import checkpoint as ckpt
-from framework.engine.dist import get_rank
+from framework.checkpoint import files as ckpt
+from framework.dist import get_rank
 from framework.engine.hooks import Hook
 from framework.registry import HOOKS, LOSSES
 

@@ -5,7 +5,7 @@ import json
 import torch
 from torch import nn
 
-from framework.engine.optim import build_optimizers
+from framework.optim.optimizers import build_optimizers
 from support import REPO, TINY_SEGMENTATION, named, run_forked_tool, run_tool
 
 CONFIG = REPO / "configs/segmentation/unet_shapes.yaml"

@@ -7,9 +7,9 @@ import torch
 import torch.nn.functional as F
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from framework.engine.optim import build_optimizers
 from framework.errors import ConfigError
 from framework.models.aux_head import LogitsWithAux
+from framework.optim.optimizers import build_optimizers
 from framework.registry import MODELS, TASKS
 from support import REPO, run_torchrun
 

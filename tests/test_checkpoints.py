@@ -12,7 +12,7 @@ import torch
 import yaml
 
 import probes
-from framework.engine import checkpoint as ckpt
+from framework.checkpoint import files as ckpt
 from support import REPO, TINY_UNET, call_tool, fork, run_forked_tool, train_run
 
 CONFIG = REPO / "configs/segmentation/unet_shapes.yaml"

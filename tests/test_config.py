@@ -118,14 +118,14 @@ def test_exponent_without_a_dot_is_a_float(configs):
 
 
 def test_every_public_key_has_a_rule():
-    from framework.config import _LOADER, DEFAULTS, SCHEMA
+    from framework.config.schema import DEFAULTS, LOADER, SCHEMA
     from framework.data.loader import LOADER_KEYS
 
     assert set(SCHEMA.fields) == set(DEFAULTS)
     for name, default in DEFAULTS.items():
         if isinstance(default, dict):
             assert set(SCHEMA.fields[name].fields) == set(default), name
-    assert set(_LOADER.fields) == set(LOADER_KEYS)
+    assert set(LOADER.fields) == set(LOADER_KEYS)
 
 
 def test_integral_floats_become_integers_and_fractions_are_refused(configs):

@@ -135,7 +135,7 @@ def test_two_nodes_with_one_process_each(one_process_batch_4, tmp_path):
 def test_a_failing_rank_stops_every_rank_with_its_error(tmp_path):
     (tmp_path / "failing_hook.py").write_text(
         "from framework.engine.hooks import Hook\n"
-        "from framework.engine.dist import get_rank\n"
+        "from framework.dist import get_rank\n"
         "from framework.registry import HOOKS\n\n"
         "@HOOKS.register()\n"
         "class FailOnRankOne(Hook):\n"

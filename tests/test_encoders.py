@@ -249,8 +249,8 @@ def test_encoder_trains_at_a_tenth_of_the_lr_after_a_frozen_start(tmp_path):
 
 
 def test_param_group_mistakes_name_the_key():
-    from framework.engine.optim import build_optimizers
     from framework.errors import ConfigError
+    from framework.optim.optimizers import build_optimizers
 
     task = segmentation_task(EncoderUNet("resnet18", num_classes=3, decoder_channels=(8, 8, 8, 8, 8)))
     optim = {"type": "SGD", "lr": 0.1, "param_groups": [{"params": "model.encoder", "lr_mul": 0.1}]}

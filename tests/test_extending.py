@@ -8,8 +8,7 @@ import cv2
 import numpy as np
 import pytest
 
-from framework import custom_imports
-from framework.config import load_config
+from framework.config import custom_imports, load_config
 from framework.data.sampler import EpochSampler
 from framework.errors import ConfigError
 from framework.registry import METRICS

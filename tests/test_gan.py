@@ -9,9 +9,9 @@ import torch.nn.functional as F
 from torch import nn
 
 import framework  # noqa: F401  (fills the registries)
-from framework.engine.optim import build_optimizers
 from framework.errors import ConfigError
 from framework.losses.gan import GAN_LOSS_TYPES
+from framework.optim.optimizers import build_optimizers
 from framework.registry import TASKS
 from framework.tasks.gan import GANTask
 from support import named

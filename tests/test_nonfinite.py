@@ -6,7 +6,7 @@ import json
 import pytest
 import torch
 
-from framework.engine import checkpoint as ckpt
+from framework.checkpoint import files as ckpt
 from support import REPO, TINY_UNET, call_tool, run_forked_tool, run_torchrun
 
 CONFIG = REPO / "configs/segmentation/unet_shapes.yaml"

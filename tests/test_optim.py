@@ -5,8 +5,8 @@ import torch
 from torch import nn
 
 import framework  # noqa: F401  (fills the registries)
-from framework.engine.optim import build_optimizers
 from framework.errors import ConfigError
+from framework.optim.optimizers import build_optimizers
 
 
 class TwoNets(nn.Module):

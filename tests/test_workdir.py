@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from framework.engine import checkpoint as ckpt
+from framework.checkpoint import files as ckpt
 from support import REPO, TINY_UNET, call_tool, fork_tool, run_forked_tool
 
 CONFIG = REPO / "configs/segmentation/unet_shapes.yaml"

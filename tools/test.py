@@ -12,9 +12,9 @@ import math
 import sys
 from pathlib import Path
 
+from framework.checkpoint import files as ckpt
 from framework.config import default_work_dir, import_custom_modules, load_config, to_plain
 from framework.data.loader import build_dataloader
-from framework.engine import checkpoint as ckpt
 from framework.engine.build import build_metrics, build_task, select_device
 from framework.engine.cli import run, setup_logging
 from framework.engine.evaluation import evaluate

@@ -43,8 +43,8 @@ def main(args: argparse.Namespace) -> int:
     notes: list[str] = []
     cfg = load_config(args.config, args.overrides, notes)
     cfg.work_dir = args.work_dir or cfg.work_dir or default_work_dir(args.config)
+    from framework.dist import destroy_distributed, init_distributed, is_main
     from framework.engine.build import build_trainer
-    from framework.engine.dist import destroy_distributed, init_distributed, is_main
     from framework.engine.resume import auto_resume_enabled
     from framework.engine.workdir import claim_work_dir
 

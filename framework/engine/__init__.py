@@ -1,5 +1,15 @@
-"""Trainer loop, hooks, optimizers and schedules, checkpoint I/O, distributed helpers.
+"""The training loop and what runs around it.
+
+Owns: `Trainer` (`trainer.py`: the loop and the hook order), the build order of a run
+(`build.py`), hooks (`hooks/`), resume (`resume.py`), stop signals (`stop.py`), evaluation
+(`evaluation.py`), the work-dir lock (`workdir.py`), the non-finite guard (`nonfinite.py`),
+random states (`random_state.py`), what is loaded before training (`pretrained.py`), a trained
+task for the tools (`trained.py`), per-network settings (`network_settings.py`), compile,
+malloc tuning and the tools' error lines (`cli.py`).
+May import: every framework package below it (config, data, models, losses, metrics, tasks,
+optim, checkpoint, dist, ...); only tools/ and projects/ import the engine.
 
 Nothing is imported here: `framework.engine.cli` (what the tools load before the config is
-validated) must not pull in torch. The registries import hooks, optimizers and schedulers on
-their first lookup (framework/registry.py)."""
+validated) must not pull in torch. The registries import hooks on their first lookup
+(framework/registry.py).
+"""

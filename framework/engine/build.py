@@ -18,19 +18,19 @@ from omegaconf import DictConfig, OmegaConf
 from framework.analysis.class_weights import resolve_auto_class_weights
 from framework.config import import_custom_modules, save_config, to_plain
 from framework.data.loader import build_dataloader
+from framework.dist import get_rank, get_world_size, is_main, wrap_networks
+from framework.dist.sync_bn import convert_sync_batchnorm
 from framework.engine import network_settings, pretrained
 from framework.engine.compile import compile_networks
-from framework.engine.dist import get_rank, get_world_size, is_main, wrap_networks
 from framework.engine.hooks import CheckpointHook, EvalHook, HParamsHook, LoggerHook, LRSchedulerHook
 from framework.engine.malloc import tune_malloc
 from framework.engine.nonfinite import NonFiniteGuard
-from framework.engine.optim import Optimizers, build_optimizers
 from framework.engine.random_state import seed_everything
 from framework.engine.resume import checkpoint_to_resume, resume_trainer
-from framework.engine.sync_bn import convert_sync_batchnorm
 from framework.engine.trainer import Trainer
 from framework.errors import ConfigError
 from framework.metrics.base import fit_metrics_to_dataset
+from framework.optim.optimizers import Optimizers, build_optimizers
 from framework.registry import HOOKS, METRICS, TASKS
 
 logger = logging.getLogger("framework")

@@ -10,7 +10,7 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from framework.engine.dist import all_reduce_sum_, unwrapped_networks
+from framework.dist import all_reduce_sum_, unwrapped_networks
 
 
 def move_to_device(batch, device: torch.device):

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import torch
 
-from framework.engine.dist import all_reduce_min
+from framework.dist import all_reduce_min
 from framework.errors import NonFiniteError
 
 _NONE = torch.iinfo(torch.int64).max  # "no non-finite value seen", so that MIN picks the first

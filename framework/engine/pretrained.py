@@ -38,10 +38,10 @@ from pathlib import Path
 
 from torch import nn
 
-from framework.engine import encoder_weights
-from framework.engine.checkpoint import atomic_write_bytes
+from framework.checkpoint import encoder_weights
+from framework.checkpoint.files import atomic_write_bytes
+from framework.checkpoint.partial_load import REPORT_FILE, LoadReport, LoadSpec, load_into
 from framework.engine.network_settings import configured_networks
-from framework.engine.partial_load import REPORT_FILE, LoadReport, LoadSpec, load_into
 
 logger = logging.getLogger("framework")
 

@@ -12,7 +12,7 @@ import random
 import numpy as np
 import torch
 
-from framework.engine.dist import get_rank
+from framework.dist import get_rank
 
 
 def seed_everything(seed: int, deterministic: bool = False) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import yaml
 
-from framework.engine import checkpoint as ckpt
+from framework.checkpoint import files as ckpt
 from framework.errors import CheckpointError
 
 logger = logging.getLogger("framework")

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import torch
 
+from framework.checkpoint import files as ckpt
 from framework.config import import_custom_modules, load_config, to_plain
-from framework.engine import checkpoint as ckpt
 from framework.engine import network_settings  # noqa: F401  (model nodes may carry init/frozen/norm_eval)
 from framework.registry import TASKS
 

@@ -21,7 +21,7 @@ What hooks may read: `iter`, `max_iters`, `epoch`, `step_logs` (the iteration's 
 terms, on the device), `data_time`, `iter_time`, `stop_signal`, `error`, `task`, `optim`,
 `writer` (TensorBoard on rank 0, None elsewhere), `work_dir`, `device`. Evaluation results reach
 hooks only through `after_eval(trainer, metrics)`. A hook keeps its own state and checkpoints it
-through `state_dict()` / `load_state_dict()` (see framework/engine/hooks.py).
+through `state_dict()` / `load_state_dict()` (see framework/engine/hooks/__init__.py).
 
 SIGTERM or SIGINT during an iteration ends the run after that iteration: its after_iter hooks
 run with `trainer.stop_signal` set (the CheckpointHook then saves whatever the interval), then
@@ -41,7 +41,7 @@ import torch
 from torch import nn
 
 import framework
-from framework.engine.dist import agree_on_stop, gather_by_rank, get_rank
+from framework.dist import agree_on_stop, gather_by_rank, get_rank
 from framework.engine.evaluation import move_to_device
 from framework.engine.hooks.base import Hook
 from framework.engine.nonfinite import NonFiniteGuard
@@ -49,7 +49,7 @@ from framework.engine.random_state import rng_state, set_rng_state
 from framework.engine.stop import StopSignals
 
 if TYPE_CHECKING:
-    from framework.engine.optim import Optimizers
+    from framework.optim.optimizers import Optimizers
 
 logger = logging.getLogger("framework")
 

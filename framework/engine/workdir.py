@@ -23,7 +23,7 @@ import socket
 from contextlib import contextmanager
 from pathlib import Path
 
-from framework.engine.checkpoint import process_alive
+from framework.checkpoint.files import process_alive
 from framework.errors import ConfigError
 
 logger = logging.getLogger("framework")

@@ -29,7 +29,7 @@ from torch import nn
 
 
 class UpdatesNetworks(Protocol):
-    """What a task may call on the `optim` object the engine passes (framework/engine/optim.py)."""
+    """What a task may call on the `optim` object the engine passes (framework/optim/optimizers.py)."""
 
     names: list[str]
     log_details: bool  # this iteration's logs are written: worth measuring costlier diagnostics

@@ -8,8 +8,8 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from framework.engine.dist import NetworkDDP
-from framework.engine.sync_bn import convert_sync_batchnorm
+from framework.dist import NetworkDDP
+from framework.dist.sync_bn import convert_sync_batchnorm
 
 
 def network() -> nn.Module:

@@ -6,6 +6,7 @@ the one place evaluation results are shared). Hooks run in ascending `priority` 
 below; user hooks from the config's `hooks:` list default to 50, after every built-in):
 
     10 LoggerHook        losses/lr/timings to console, progress bar, TensorBoard
+    15 FrozenStartHook   (when a config lists it) named parameter groups at lr 0 for K iterations
     20 LRSchedulerHook   every scheduler steps once per iteration
     30 EvalHook          evaluation every train.val_interval and at the end; metrics.jsonl,
                          TensorBoard scalars and images; then after_eval for every hook
@@ -22,8 +23,10 @@ containers) and takes it back in `load_state_dict()`; the Trainer checkpoints it
 from framework.engine.hooks.base import Hook, every
 from framework.engine.hooks.checkpoint import CheckpointHook
 from framework.engine.hooks.evaluation import EvalHook
+from framework.engine.hooks.frozen_start import FrozenStartHook
 from framework.engine.hooks.hparams import HParamsHook
 from framework.engine.hooks.logger import LoggerHook
 from framework.engine.hooks.lr import LRSchedulerHook
 
-__all__ = ["Hook", "every", "LoggerHook", "LRSchedulerHook", "EvalHook", "CheckpointHook", "HParamsHook"]
+__all__ = ["Hook", "every", "LoggerHook", "LRSchedulerHook", "EvalHook", "CheckpointHook", "HParamsHook",
+           "FrozenStartHook"]

@@ -7,8 +7,8 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from framework.engine import checkpoint as ckpt
-from framework.engine.dist import get_world_size, is_main
+from framework.checkpoint import files as ckpt
+from framework.dist import get_world_size, is_main
 from framework.engine.hooks.base import Hook, every, improves
 from framework.engine.nonfinite import refuse_nonfinite_weights
 from framework.errors import ConfigError, EvaluationError

@@ -8,9 +8,9 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from framework.engine import checkpoint as ckpt
+from framework.checkpoint import files as ckpt
+from framework.dist import is_main
 from framework.engine.cli import user_error_line
-from framework.engine.dist import is_main
 from framework.engine.evaluation import evaluate
 from framework.engine.hooks.base import Hook, every
 from framework.engine.nonfinite import refuse_nonfinite_weights

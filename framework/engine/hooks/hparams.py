@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import yaml
 
-from framework.engine.dist import get_world_size
+from framework.dist import get_world_size
 from framework.engine.hooks.base import Hook, improves
 from framework.metrics import summary_values
 from framework.registry import HOOKS

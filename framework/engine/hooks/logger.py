@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from framework.engine.dist import all_reduce_mean, is_main
+from framework.dist import all_reduce_mean, is_main
 from framework.engine.hooks.base import Hook, due, every
 from framework.registry import HOOKS
 

@@ -19,20 +19,31 @@ torchvision models, `model.` for timm ones, whose file layouts are kept), and
 `torchvision_name` / `timm_name` (or None) name the model whose weights file
 `encoder_weights: torchvision` / `timm` resolves.
 
-`encoder: timm:<name>` builds any timm model (optional extra; timm_encoders.py) without a
-registration.
+A family of encoders named by a prefix, `<family>:<name>` (`timm:resnet18`, timm_encoders.py),
+registers one builder with `register_family` where it is defined; this module knows no family.
 """
 
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable
 
 import torch
 from torch import nn
 
-from framework.registry import Registry
+from framework.registry import Registry, did_you_mean
 
 ENCODERS = Registry("encoders")
+
+# `<prefix>:<name>` encoders: prefix -> builder(name, in_channels, output_stride, depth).
+ENCODER_FAMILIES: dict[str, Callable[..., Encoder]] = {}
+
+
+def register_family(prefix: str, builder: Callable[..., Encoder]) -> None:
+    """Let `encoder: <prefix>:<name>` build `builder(name, in_channels, output_stride, depth)`."""
+    if prefix in ENCODER_FAMILIES:
+        raise KeyError(f"encoder family {prefix!r} is already registered")
+    ENCODER_FAMILIES[prefix] = builder
 
 
 class Encoder(nn.Module):
@@ -54,15 +65,15 @@ def check_depth(depth, maps: int, name: str) -> None:
 
 
 def build_encoder(name: str, in_channels: int = 3, output_stride: int = 32, depth: int | None = None) -> Encoder:
-    """The registered encoder `name` (or timm's, `timm:<name>`); a ValueError (a config error at
-    the node) when unknown."""
-    if name.startswith("timm:"):
-        from framework.models.encoders.timm_encoders import TimmEncoder  # timm only when asked for
-
-        return TimmEncoder(name[len("timm:"):], in_channels, output_stride, depth)
+    """The registered encoder `name` (or a family's, `<family>:<name>`); a ValueError (a config
+    error at the node) when unknown."""
+    family, colon, member = name.partition(":")
+    if colon:
+        if family not in ENCODER_FAMILIES:
+            raise ValueError(f"unknown encoder family {family!r} in {name!r}{did_you_mean(family, list(ENCODER_FAMILIES))} "
+                             f"(families: {', '.join(sorted(ENCODER_FAMILIES))})")
+        return ENCODER_FAMILIES[family](member, in_channels, output_stride, depth)
     if name not in ENCODERS:
-        from framework.registry import did_you_mean
-
         raise ValueError(f"unknown encoder {name!r}{did_you_mean(name, ENCODERS.names())} "
                          f"(registered: {', '.join(ENCODERS.names())}; or timm:<name> with the timm extra)")
     factory = ENCODERS.get(name)

@@ -5,7 +5,7 @@ ConvNeXts, RegNets and most other convolutional families) returns the maps of it
 `feature_info` stages. The timm model is kept whole as `self.model` (only its classifier and
 the stages after the kept maps are pruned), so a timm weights file loads with its own names:
 `encoder_weights: PATH` or `encoder_weights: timm` (the file timm would download, from the
-local Hugging Face cache: framework/engine/encoder_weights.py). A name with a pretrained tag
+local Hugging Face cache: framework/checkpoint/encoder_weights.py). A name with a pretrained tag
 (`timm:resnet18.a1_in1k`) picks the tag's weights file.
 
 Plain (non-hierarchical) transformers such as ViT return every map at one stride and a fixed
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import torch
 
-from framework.models.encoders.base import Encoder, check_depth
+from framework.models.encoders.base import Encoder, check_depth, register_family
 
 INSTALL_HINT = 'pip install -e ".[timm]"'
 
@@ -67,3 +67,6 @@ class TimmEncoder(Encoder):
 
     def forward(self, x: torch.Tensor) -> list[torch.Tensor]:
         return self.model.forward_intermediates(x, indices=self.indices, intermediates_only=True)
+
+
+register_family("timm", TimmEncoder)  # timm itself is imported only when one is built

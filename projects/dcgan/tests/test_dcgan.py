@@ -9,7 +9,7 @@ from torchvision.utils import make_grid
 
 import framework  # noqa: F401
 import projects.dcgan  # noqa: F401  (registers the networks and datasets)
-from framework.engine.checkpoint import load_checkpoint
+from framework.checkpoint.files import load_checkpoint
 from framework.errors import ConfigError, DataError
 from framework.registry import DATASETS, MODELS
 from support import REPO, call_tool, train_run

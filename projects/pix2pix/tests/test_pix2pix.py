@@ -10,7 +10,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 import framework  # noqa: F401
 import projects.pix2pix  # noqa: F401  (registers the networks and datasets)
-from framework.engine.checkpoint import load_checkpoint
+from framework.checkpoint.files import load_checkpoint
 from framework.errors import DataError
 from framework.registry import DATASETS, MODELS
 from support import REPO, call_tool, named, run_forked_tool, run_tool, train_run

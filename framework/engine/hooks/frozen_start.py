@@ -14,7 +14,7 @@ BatchNorm statistics still adapt unless `norm_eval` is set.
 
 from __future__ import annotations
 
-from framework.engine.hooks import Hook
+from framework.engine.hooks.base import Hook
 from framework.errors import ConfigError
 from framework.registry import HOOKS
 

@@ -1,4 +1,4 @@
-"""Declarative type and range rules for config values; the table is `SCHEMA` in framework/config.py.
+"""Declarative type and range rules for config values; the table is `SCHEMA` in framework/config/schema.py.
 
 A rule is called as `rule(value, key, errors)`: it appends one `key: ...` line per problem to
 `errors` (so every mistake of a config is reported at once) and returns the value to keep

@@ -24,7 +24,7 @@ from contextlib import ExitStack, contextmanager
 import torch
 from torch import nn
 
-from framework.engine.dist import all_reduce_min
+from framework.dist import all_reduce_min
 from framework.errors import ConfigError, NonFiniteError
 from framework.registry import OPTIMIZERS, did_you_mean
 
@@ -263,8 +263,8 @@ def with_fused_default(node: dict, params: list[nn.Parameter]) -> dict:
 def build_optimizers(cfg: Mapping, task: nn.Module, max_iters: int, scaler: torch.amp.GradScaler | None = None,
                      skip_nonfinite: bool = False, max_skips: int = 10) -> Optimizers:
     """Build from the config's `optim` (one) or `optimizers` (by name) section."""
-    from framework.engine.param_groups import split_param_groups
-    from framework.engine.schedulers import build_scheduler
+    from framework.optim.param_groups import split_param_groups
+    from framework.optim.schedulers import build_scheduler
 
     if cfg.get("optimizers"):
         entries, prefix = dict(cfg["optimizers"]), "optimizers."

@@ -15,7 +15,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from framework.engine.dist import get_world_size, is_distributed
+from framework.dist.process_group import get_world_size, is_distributed
 
 logger = logging.getLogger("framework")
 

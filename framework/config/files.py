@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from framework.custom_imports import locate
+from framework.config.custom_imports import locate
 from framework.errors import ConfigError
 
 

@@ -1,0 +1,108 @@
+"""The config's public keys: their defaults (`DEFAULTS`) and their types and ranges (`SCHEMA`).
+
+Read by `load_config` (framework/config/loading.py), which checks a whole config against `SCHEMA`
+after overrides and interpolation, and by the generated key reference in the docs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from framework.config.rules import (
+    REQUIRED,
+    any_of,
+    boolean,
+    each,
+    integer,
+    list_of,
+    mapping,
+    node,
+    number,
+    one_of,
+    optional,
+    section,
+    string,
+    strings,
+)
+
+# Every top-level key a config may have, with its default. Sections given as dicts are
+# validated one level deeper as well (unknown `train.*` keys are errors too).
+DEFAULTS: dict[str, Any] = {
+    "work_dir": None,  # default: work_dirs/<config file name>
+    "seed": 0,
+    "deterministic": False,  # deterministic algorithms (slower), for exact reproduction
+    "device": "auto",  # auto (CUDA when present, else CPU), cpu, cuda, cuda:1
+    "custom_imports": [],  # modules imported before anything is built (user registrations)
+    "load_from": None,  # weights of the whole task to start from (not a resume): a path or {checkpoint, ...}
+    "auto_resume": "auto",  # true: resume from the work dir's latest checkpoint when there is one;
+    # auto: only when torchrun restarted the workers (TORCHELASTIC_RESTART_COUNT > 0); false: never
+    "task": REQUIRED,
+    "data": REQUIRED,
+    "optim": None,  # one optimizer: {type, lr, ..., params?, scheduler?, clip_grad?}
+    "optimizers": None,  # several, by name: {generator: {...}, discriminator: {...}}
+    "metrics": [],
+    "hooks": [],  # extra hooks: [{type: MyHook, ...}]
+    "sync_bn": False,  # BatchNorm statistics over all processes (multi-process runs only)
+    "channels_last": False,  # NHWC memory format for the task's networks (faster convolutions)
+    "malloc_tuning": True,  # glibc: keep freed host memory for the next step (framework/engine/malloc.py)
+    "compile": False,  # torch.compile each trainable network: true, or {backend, mode, dynamic, fullgraph, options}
+    "amp": {
+        "enabled": False,
+        "dtype": "float16",  # float16 (with a GradScaler) or bfloat16 (no scaler; works on CPU)
+    },
+    "dist": {
+        "backend": "auto",  # auto: nccl on CUDA, gloo on CPU
+        "timeout": 1800,  # seconds a collective may wait before every rank fails
+        "find_unused_parameters": False,  # slow escape hatch for networks that skip layers
+        "broadcast_buffers": True,
+    },
+    "train": {
+        "max_iters": None,
+        "max_epochs": None,  # alternative to max_iters
+        "log_interval": 50,
+        "val_interval": 1000,  # 0 disables evaluation during training
+        "val_at_start": False,  # evaluate once before the first iteration
+        "ckpt_interval": 1000,
+        "keep_last": 3,  # iteration checkpoints kept (the best one is kept apart)
+        "best_metric": None,  # e.g. mIoU: keeps checkpoints/best.pth
+        "best_mode": "max",
+        "vis_images": 4,  # images written to TensorBoard per evaluation
+        "progress_bar": "auto",  # auto: only when attached to a terminal
+        "accumulate": 1,  # micro-batches per optimizer step (gradient accumulation)
+        "nan_policy": "raise",  # a non-finite loss: raise (stop, keep what was saved) or skip (the step)
+        "nan_max_skips": 10,  # skip: consecutive skipped iterations allowed before it raises
+    },
+}
+
+# The type and range of every public key, checked on the whole config (after overrides and
+# interpolation) before anything is built; every mistake is reported, one line each.
+LOADER = section({"dataset": node, "batch_size": integer(1), "num_workers": any_of(integer(0), one_of("auto")),
+                   "shuffle": boolean, "pin_memory": one_of(True, False, "auto"), "persistent_workers": boolean,
+                   "cache": optional(one_of("memory")), "cache_limit_mb": number(min=0)}, required=("dataset",))
+CLIP_GRAD = section({"max_norm": number(above=0), "norm_type": number(above=0), "error_if_nonfinite": boolean,
+                      "foreach": optional(boolean)}, required=("max_norm",))
+OPTIMIZER = section({"type": string, "lr": number(above=0), "weight_decay": number(min=0),
+                      "momentum": number(min=0), "eps": number(above=0), "params": optional(strings),
+                      "clip_grad": optional(CLIP_GRAD), "scheduler": optional(node)},
+                     required=("type",), open=True)  # other keywords go to the optimizer class
+LOAD_SPEC = section({"checkpoint": string, "prefix": string, "rename": mapping, "strict": boolean,
+                      "min_loaded_ratio": number(min=0, max=1)}, required=("checkpoint",))
+SCHEMA = section({
+    "work_dir": optional(string), "seed": integer(0), "deterministic": boolean, "device": string,
+    "custom_imports": strings, "load_from": optional(any_of(string, mapping)),
+    "auto_resume": one_of(True, False, "auto"),
+    "task": node, "data": section({"train": optional(LOADER), "val": optional(LOADER), "test": optional(LOADER)}),
+    "optim": optional(OPTIMIZER), "optimizers": optional(each(OPTIMIZER)),
+    "metrics": list_of(node), "hooks": list_of(node), "sync_bn": boolean, "channels_last": boolean, "malloc_tuning": boolean,
+    "compile": any_of(boolean, mapping),
+    "amp": section({"enabled": boolean, "dtype": one_of("float16", "bfloat16")}),
+    "dist": section({"backend": one_of("auto", "gloo", "nccl", "mpi"), "timeout": number(above=0),
+                     "find_unused_parameters": boolean, "broadcast_buffers": boolean}),
+    "train": section({
+        "max_iters": optional(integer(1)), "max_epochs": optional(integer(1)),
+        "log_interval": integer(0), "val_interval": integer(0), "val_at_start": boolean,  # interval 0: never
+        "ckpt_interval": integer(0), "keep_last": integer(0),  # keep_last 0: keep all
+        "best_metric": optional(string), "best_mode": one_of("max", "min"), "vis_images": integer(0),
+        "progress_bar": one_of(True, False, "auto"), "accumulate": integer(1),
+        "nan_policy": one_of("raise", "skip"), "nan_max_skips": integer(0)}),
+}, required=("task", "data"))
