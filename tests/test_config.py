@@ -128,6 +128,18 @@ def test_every_public_key_has_a_rule():
     assert set(LOADER.fields) == set(LOADER_KEYS)
 
 
+def test_load_from_takes_every_key_of_a_load_spec(configs):
+    from framework.checkpoint.partial_load import LOAD_KEYS
+    from framework.config.schema import LOAD_SPEC
+
+    assert set(LOAD_SPEC.fields) == set(LOAD_KEYS)  # `init:` takes them all, so `load_from:` must too
+    _, child = configs
+    cfg = load_config(child, ["load_from={checkpoint: x.pth, adapt_in_channels: mean}"])
+    assert cfg.load_from.adapt_in_channels == "mean"
+    with pytest.raises(ConfigError, match=r"load_from.adapt_in_channels: expected 'zeros' or 'mean', got 'sum'"):
+        load_config(child, ["load_from={checkpoint: x.pth, adapt_in_channels: sum}"])
+
+
 def test_integral_floats_become_integers_and_fractions_are_refused(configs):
     _, child = configs
     assert load_config(child, ["train.max_iters=1e4"]).train.max_iters == 10000

@@ -78,7 +78,7 @@ def optional(rule) -> Callable:
     """`rule`, or null."""
     def check(value, key, errors):
         return None if value is None else rule(value, key, errors)
-    check.expects = f"{rule.expects} or null"
+    check.expects, check.inner = f"{rule.expects} or null", rule  # inner: read by docs/gen_config_reference.py
     return check
 
 
@@ -115,7 +115,7 @@ def section(fields: dict[str, Callable], required: tuple[str, ...] = (), open: b
                 level = "key" if key else "top-level key"
                 errors.append(f"unknown {level} '{where}'{did_you_mean(str(name), fields)}")
         return checked
-    check.expects, check.fields = "a mapping", fields
+    check.expects, check.fields, check.required = "a mapping", fields, required
     return check
 
 
@@ -126,7 +126,7 @@ def each(rule) -> Callable:
             errors.append(f"{key}: expected a mapping of names to {rule.expects}, got {shown(value)}")
             return value
         return {name: rule(item, _join(key, str(name)), errors) for name, item in value.items()}
-    check.expects = "a mapping"
+    check.expects, check.inner = "a mapping", rule
     return check
 
 

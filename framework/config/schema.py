@@ -86,7 +86,8 @@ OPTIMIZER = section({"type": string, "lr": number(above=0), "weight_decay": numb
                       "clip_grad": optional(CLIP_GRAD), "scheduler": optional(node)},
                      required=("type",), open=True)  # other keywords go to the optimizer class
 LOAD_SPEC = section({"checkpoint": string, "prefix": string, "rename": mapping, "strict": boolean,
-                      "min_loaded_ratio": number(min=0, max=1)}, required=("checkpoint",))
+                      "min_loaded_ratio": number(min=0, max=1), "adapt_in_channels": optional(one_of("zeros", "mean"))},
+                     required=("checkpoint",))
 SCHEMA = section({
     "work_dir": optional(string), "seed": integer(0), "deterministic": boolean, "device": string,
     "custom_imports": strings, "load_from": optional(any_of(string, mapping)),
