@@ -2,7 +2,7 @@ from setuptools import find_packages, setup
 
 setup(
     name="segan-framework",
-    version="0.2.0",
+    version="0.3.0",
     description="A config-driven PyTorch training framework for semantic segmentation and GANs",
     packages=find_packages(include=["framework", "framework.*"]),
     python_requires=">=3.10",
@@ -26,8 +26,11 @@ setup(
         # encoder: timm:<name> (framework/models/encoders/timm_encoders.py); timm >= 1.0 has forward_intermediates;
         # huggingface_hub (timm's own dependency) finds `encoder_weights: timm` in its local cache
         "timm": ["timm>=1.0", "huggingface_hub>=0.20"],
+        # the documentation site (mkdocs.yml): plain mkdocs and its built-in theme, no plugins
+        "docs": ["mkdocs>=1.6"],
+        # tests/test_docs.py builds the site with --strict, so dev needs mkdocs too
         "dev": ["pytest>=7.4", "torchmetrics>=1.3", "ruff>=0.6", "onnx>=1.15", "onnxruntime>=1.17", "timm>=1.0",
-                "huggingface_hub>=0.20"],
+                "huggingface_hub>=0.20", "mkdocs>=1.6"],
         "fid": ["torch-fidelity>=0.3"],  # FID's default extractor (framework/metrics/image.py)
     },
 )

@@ -9,7 +9,7 @@ so the tools read and validate a config before paying for torch, and `framework.
 import importlib
 import os
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 # albumentations asks PyPI for a newer version of itself over HTTPS on import (timeout 2 s)
 # unless this is set: a request in every run, every DDP rank and every spawned worker, up to

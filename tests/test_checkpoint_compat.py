@@ -16,6 +16,7 @@ from pathlib import Path
 
 import torch
 
+import framework
 from support import call_tool, named
 
 FIXTURE = Path(__file__).parent / "data" / "unet_v0.2.0_iter_2.pth"
@@ -55,3 +56,6 @@ def test_a_0_2_0_checkpoint_resumes_bit_identical(tmp_path):
     a, b = (torch.load(d / "checkpoints" / "iter_4.pth", weights_only=True) for d in (old, tmp_path / "new"))
     for part in ("task", "optim", "hooks", "rng"):
         _assert_equal(a[part], b[part], part)
+    # the resumed run's checkpoints say which release wrote them, not the release it started under
+    assert torch.load(FIXTURE, weights_only=True)["meta"]["framework_version"] == "0.2.0"
+    assert a["meta"]["framework_version"] == b["meta"]["framework_version"] == framework.__version__ != "0.2.0"

@@ -52,3 +52,15 @@ def test_every_imported_package_is_declared():
         if not any(normalise(c) in have for c in candidates):
             missing.append(f"{module} ({where}; package {' or '.join(candidates)})")
     assert not missing, "imported but not declared in setup.py: " + ", ".join(missing)
+
+
+def test_one_version_in_setup_py_framework_and_the_changelog():
+    """setup.py, `framework.__version__` and the newest version heading of CHANGELOG.md agree."""
+    import framework
+
+    setup = next(n for n in ast.walk(ast.parse((REPO / "setup.py").read_text()))
+                 if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "setup")
+    version = next(ast.literal_eval(k.value) for k in setup.keywords if k.arg == "version")
+    newest = re.search(r"^## \[?(\d+\.\d+\.\d+)", (REPO / "CHANGELOG.md").read_text(), re.M).group(1)
+    assert version == framework.__version__ == newest
+

@@ -1,5 +1,5 @@
-"""Every command of the README's "Using a trained model" section, run as written (on the session's
-tiny UNet run instead of the Quickstart's full one), each tool once."""
+"""Every command of the "Using a trained model" section of docs/tools.md (the README's until 0.3.0),
+run as written (on the session's tiny UNet run instead of the Quickstart's full one), each tool once."""
 
 import re
 import shlex
@@ -11,18 +11,18 @@ from PIL import Image
 
 from support import REPO, call_tool
 
-onnx = pytest.importorskip("onnx")  # the README exports to ONNX: the [export] extra (also in [dev])
+onnx = pytest.importorskip("onnx")  # the page exports to ONNX: the [export] extra (also in [dev])
 
 
-def readme_commands() -> list[list[str]]:
-    text = (REPO / "README.md").read_text()
+def tools_page_commands() -> list[list[str]]:
+    text = (REPO / "docs" / "tools.md").read_text()
     section = text.split("## Using a trained model", 1)[1].split("\n## ", 1)[0]
     block = re.search(r"```bash\n(.*?)```", section, re.S).group(1)
     return [shlex.split(line) for line in block.replace("\\\n", " ").splitlines() if line.strip()]
 
 
-def test_each_readme_command_runs(unet_run, tmp_path, monkeypatch):
-    commands = readme_commands()
+def test_each_tools_page_command_runs(unet_run, tmp_path, monkeypatch):
+    commands = tools_page_commands()
     tools = [c[1].removeprefix("tools/").removesuffix(".py") for c in commands]
     assert tools == ["infer", "export", "check_dataset", "browse_dataset", "analyze_model", "print_config"]
     monkeypatch.chdir(tmp_path)  # the commands' relative outputs land here
