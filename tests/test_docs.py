@@ -1,0 +1,102 @@
+"""The documentation site: the generated config reference is fresh, `mkdocs build --strict` passes
+(no broken link or anchor), and the pages' complete examples run as written."""
+
+import importlib.util
+import json
+import re
+import subprocess
+import sys
+
+import cv2
+import numpy as np
+import pytest
+import yaml
+
+from support import REPO, call_tool, run_tool
+
+DOCS = REPO / "docs"
+TINY_RUN = ["device=cpu", "train.max_iters=2", "train.val_interval=2", "train.ckpt_interval=2", "train.log_interval=1"]
+
+
+def generator():
+    spec = importlib.util.spec_from_file_location("gen_config_reference", DOCS / "gen_config_reference.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def code_blocks(page: str, language: str, section: str | None = None) -> list[str]:
+    text = (DOCS / page).read_text()
+    if section:
+        text = text.split(f"\n## {section}\n", 1)[1].split("\n## ", 1)[0]
+    return re.findall(rf"```{language}\n(.*?)```", text, re.S)
+
+
+def test_config_reference_is_generated_from_the_schema_and_fresh():
+    rendered = generator().render()
+    assert (DOCS / "config-reference.md").read_text() == rendered, \
+        "docs/config-reference.md is stale: run python docs/gen_config_reference.py"
+    from framework.config.schema import DEFAULTS
+    for key in ("train.nan_max_skips", "dist.timeout", "amp.dtype", "cache_limit_mb", "min_loaded_ratio"):
+        assert f"| `{key.rsplit('.', 1)[-1]}` |" in rendered, key
+    assert f"| `keep_last` | an integer &gt;= 0 | `{DEFAULTS['train']['keep_last']}` |" in rendered
+
+
+def test_a_key_without_a_meaning_stops_the_generator(monkeypatch):
+    module = generator()
+    monkeypatch.delitem(module.DESCRIPTIONS, "train.best_mode")
+    with pytest.raises(SystemExit, match=r"keys without a meaning: train.best_mode"):
+        module.render()
+
+
+def test_mkdocs_build_strict(tmp_path):
+    if importlib.util.find_spec("mkdocs") is None:
+        pytest.fail('mkdocs is not installed: pip install -e ".[dev]" (the docs are built in CI)')
+    result = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
+                            cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert (tmp_path / "site" / "config-reference" / "index.html").is_file()
+
+
+def test_the_extending_page_trains_as_written(tmp_path):
+    """Its python blocks form my_modules.py, its yaml block the config: a model, a loss, a dataset,
+    a hook and a task of the user's, trained in a new process as a user would."""
+    python = [block for block in code_blocks("extending.md", "python") if "    ...\n" not in block]
+    (tmp_path / "my_modules.py").write_text("\n\n".join(python))
+    config = code_blocks("extending.md", "yaml")[-1].replace("configs/segmentation/", f"{REPO}/configs/segmentation/")
+    (tmp_path / "my.yaml").write_text(config)
+    result = run_tool("train", "--config", tmp_path / "my.yaml", "--work-dir", tmp_path / "run", *TINY_RUN)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert json.loads((tmp_path / "run" / "best_score.json").read_text())["iter"] == 2  # the hook ran
+    record = json.loads((tmp_path / "run" / "metrics.jsonl").read_text().splitlines()[-1])
+    assert {"IoU.even", "IoU.odd"} <= record.keys()  # the dataset's class names
+    assert "loss_confidence" in (tmp_path / "run" / "train.log").read_text()  # the task's own term
+    assert "loss_focal" in (tmp_path / "run" / "train.log").read_text()  # the loss's name
+
+
+def test_your_own_folders_config_trains_as_written(tmp_path, monkeypatch):
+    root = tmp_path / "roads"
+    rng = np.random.default_rng(0)
+    for folder in ("images", "masks"):
+        (root / folder).mkdir(parents=True)
+    for i in range(6):
+        cv2.imwrite(str(root / "images" / f"{i:04d}.jpg"), rng.integers(0, 256, (256, 288, 3), dtype=np.uint8))
+        cv2.imwrite(str(root / "masks" / f"{i:04d}.png"), rng.integers(0, 3, (256, 288), dtype=np.uint8))
+    (root / "train.txt").write_text("0000\n0001\n0002\n0003\n")
+    (root / "val.txt").write_text("0004\n0005\n")
+    block = code_blocks("getting-started.md", "yaml", "Your own folders")[0]
+    config = yaml.safe_load(block.replace("~/data/roads", str(root)))
+    config["_base_"] = [str(REPO / base) for base in config["_base_"]]
+    (tmp_path / "my_roads.yaml").write_text(yaml.safe_dump(config))
+    monkeypatch.chdir(tmp_path)
+    commands = [line.split("#")[0].split() for line in code_blocks("getting-started.md", "bash", "Your own folders")[0]
+                .splitlines() if line.strip()]
+    assert [c[1] for c in commands] == ["tools/check_dataset.py", "tools/train.py"]
+    tiny = [*TINY_RUN, "task.model.base_channels=4", "task.model.depth=2", "data.train.batch_size=2",
+            "data.train.num_workers=0", "data.val.num_workers=0"]
+    for command in commands:
+        tool = command[1].removeprefix("tools/").removesuffix(".py")
+        result = call_tool(tool, *command[2:], *(tiny if tool == "train" else []))
+        assert result.returncode == 0, f"{' '.join(command)}\n{result.stdout[-2000:]}{result.stderr}"
+    record = json.loads((tmp_path / "work_dirs" / "my_roads" / "metrics.jsonl").read_text().splitlines()[-1])
+    assert {"IoU.background", "IoU.road", "IoU.marking"} <= record.keys()
