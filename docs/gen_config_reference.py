@@ -72,6 +72,16 @@ DESCRIPTIONS = {
     "load_from.min_loaded_ratio": "an error when less than this share of the network's tensors was loaded",
 }
 
+# Keys of an optimizer entry that the framework reads but SCHEMA leaves open (the entry is checked
+# when its optimizer is built): render() fails when framework/optim's ENTRY_KEYS has one that is
+# neither in SCHEMA nor here.
+OPTIMIZER_ENTRY_KEYS = {
+    "param_groups": ("a list of {params, name, lr_mult, ...} or null",
+                     "split the entry's parameters: each group's `params` names submodules of the task, `lr_mult` "
+                     "scales the entry's `lr`, other keys are the optimizer's; the rest form the first group "
+                     "([Encoders](encoders.md#learning-rates-and-a-frozen-start))"),
+}
+
 # Sections of SCHEMA (and LOAD_SPEC) documented under a heading of their own, by their first path.
 SECTION_DEFAULTS = {"": DEFAULTS, "amp": DEFAULTS["amp"], "dist": DEFAULTS["dist"], "train": DEFAULTS["train"]}
 
@@ -182,6 +192,21 @@ def subsection(rule):
     return rule
 
 
+def optimizer_entry_rows(rule) -> list[str]:
+    from framework.optim.optimizers import ENTRY_KEYS
+
+    rows = []
+    for name in ENTRY_KEYS:
+        if name in rule.fields:
+            continue
+        if name not in OPTIMIZER_ENTRY_KEYS:
+            raise SystemExit(f"optim.{name}: an optimizer entry key neither in SCHEMA nor in OPTIMIZER_ENTRY_KEYS "
+                             "of docs/gen_config_reference.py")
+        expects, meaning = OPTIMIZER_ENTRY_KEYS[name]
+        rows.append(f"| `{name}` | {cell(expects)} | `null` | {cell(meaning)} |")
+    return rows
+
+
 def names_chosen_by_user(rule) -> bool:
     """Whether `rule` is (an optional) `each(...)`: a mapping of user names to sections."""
     while rule is not None and not hasattr(rule, "fields"):
@@ -239,6 +264,8 @@ def render() -> str:
                     queue.append((full, inner))
                     text += " (keys below)"
             out.append(f"| `{name}` | {cell(child.expects)} | {shown(default)} | {cell(text)} |")
+        if path == "optim":
+            out += optimizer_entry_rows(rule)
     if undescribed:
         raise SystemExit(f"keys without a meaning: {', '.join(undescribed)}: comment their defaults or add them "
                          "to DESCRIPTIONS in docs/gen_config_reference.py")
