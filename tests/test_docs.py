@@ -100,3 +100,15 @@ def test_your_own_folders_config_trains_as_written(tmp_path, monkeypatch):
         assert result.returncode == 0, f"{' '.join(command)}\n{result.stdout[-2000:]}{result.stderr}"
     record = json.loads((tmp_path / "work_dirs" / "my_roads" / "metrics.jsonl").read_text().splitlines()[-1])
     assert {"IoU.background", "IoU.road", "IoU.marking"} <= record.keys()
+
+
+@pytest.mark.parametrize("overrides", [
+    ["+optimiser=1"], ["train.max_iter=5"], ["task.model.type=UNett"], ["+task.model.foo=1"], ["optim=null"],
+    ["train.max_iters=null"], ["train.max_iters=abc"],
+], ids=lambda o: o[0])
+def test_troubleshooting_quotes_the_config_errors_as_the_tools_print_them(tmp_path, overrides):
+    config = REPO / "configs/segmentation/unet_shapes.yaml"
+    result = call_tool("train", "--config", config, "--work-dir", tmp_path / "run", *overrides)
+    assert result.returncode == 2
+    line = result.stderr.strip().splitlines()[0].replace(str(config), "cfg.yaml")
+    assert f"`{line}`" in (DOCS / "troubleshooting.md").read_text(), line
