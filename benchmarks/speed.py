@@ -3,14 +3,19 @@
     python benchmarks/speed.py            # ~30-35 min on 2 cores: 1000 / 1500 iterations, 3 rounds
     python benchmarks/speed.py --quick    # a few minutes: 100 iterations, 2 rounds
     python benchmarks/speed.py --cases pix2pix --rounds 5   # one case only (~20 min)
+    python benchmarks/speed.py --isa native        # skip the AVX2 column (half the time)
 
 1. Training: a segmentation case (UNet 16-64 on a 64x64 VOC-layout folder, JPEG + palette PNG,
    batch 16) and a pix2pix case (U-Net G + PatchGAN D on 64x64 A|B JPEG pairs, batch 8). The
    baseline (benchmarks/plain/*.py) decodes the folder into memory once and loops over
-   contiguous NCHW tensors; the framework runs tools/train.py on the same files with the same
-   networks (built by the same classes), batch, optimizer, flips and iterations, once with
-   `cache: memory, num_workers: auto` and once reading files every step with one worker
-   process (the old default). The plain script runs a second time with glibc's malloc thresholds
+   contiguous NCHW tensors with networks of its own (benchmarks/plain/networks.py: the same
+   parameters, output shapes and FLOPs, checked by tests/test_plain_baselines.py); the framework
+   runs tools/train.py on the same files with the same batch, optimizer, flips and iterations,
+   once with the shipped defaults (`cache: auto`, `num_workers: auto`, amp off), once reading
+   files every step with one worker process, and, where the CPU computes bfloat16 natively
+   (AMX-BF16 or AVX512-BF16), once with `amp.enabled=auto` (bf16 autocast). Every variant runs
+   per instruction set: `native`, and `avx2` (ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2,
+   what an AVX2-only CPU runs; no bf16 there). The plain script runs a second time with glibc's malloc thresholds
    set in its environment as the framework sets them (`malloc_tuning`), so the table shows what
    that setting alone is worth. Runs alternate, round after round; the table shows medians of
    whole-process wall time, per-iteration time (log windows of 50, the first dropped), the
@@ -42,6 +47,8 @@ ENV = {**os.environ, "PYTHONPATH": str(REPO)}
 WINDOW = 50  # iterations per log window (--quick: 20)
 CLASSES = ["background", "circle", "rectangle", "triangle"]
 CASES = ("segmentation", "pix2pix")
+# What the process sees of the CPU per column: `avx2` runs torch's and oneDNN's AVX2 kernels on any x86 CPU.
+ISA_ENV = {"native": [], "avx2": ["env", "ATEN_CPU_CAPABILITY=avx2", "ONEDNN_MAX_CPU_ISA=AVX2"]}
 FLIPS = [{"type": "HorizontalFlip", "p": 0.5}, {"type": "VerticalFlip", "p": 0.5}]
 
 
@@ -81,14 +88,14 @@ def write_configs(folder: Path, voc: Path, pairs: Path, iters: dict) -> dict[str
         "optim": {"type": "AdamW", "lr": 3.0e-3, "weight_decay": 1.0e-4},
         "data": {"train": {"dataset": {"type": "VOCSegmentation", "root": str(voc), "classes": CLASSES,
                                        "pipeline": FLIPS},
-                           "batch_size": 16, "num_workers": "auto", "cache": "memory"}},
+                           "batch_size": 16}},
         "train": {**common_train, "max_iters": iters["segmentation"], "ckpt_interval": iters["segmentation"]},
     }
     pix2pix = {
         "_base_": [str(REPO / "projects/pix2pix/configs/pix2pix_shapes.yaml")],
         "device": "cpu",
         "data": {"train": {"dataset": {"type": "AlignedPairs", "root": str(pairs), "pipeline": FLIPS},
-                           "batch_size": 8, "num_workers": "auto", "cache": "memory"},
+                           "batch_size": 8},
                  "val": None},
         "metrics": [],
         "optimizers": {"generator": {"scheduler": None}, "discriminator": {"scheduler": None}},
@@ -102,23 +109,28 @@ def write_configs(folder: Path, voc: Path, pairs: Path, iters: dict) -> dict[str
     return paths
 
 
-def variants(case: str, config: Path, data_root: Path, iters: int, work: Path) -> dict[str, list[str]]:
-    plain = [sys.executable, str(REPO / f"benchmarks/plain/{case}.py"), str(data_root), "--iters", str(iters),
+def variants(case: str, config: Path, data_root: Path, iters: int, work: Path, isa: str) -> dict[str, list[str]]:
+    from framework.engine.precision import cpu_has_native_bf16
+
+    plain = [*ISA_ENV[isa], sys.executable, str(REPO / f"benchmarks/plain/{case}.py"), str(data_root), "--iters", str(iters),
              "--window", str(WINDOW), "--out", str(work / f"plain_{case}.pth")]
     # --overwrite: each round is a new run in the same work dir (the previous one is moved aside)
-    train = [sys.executable, str(REPO / "tools/train.py"), "--config", str(config), "--work-dir", str(work / case),
+    train = [*ISA_ENV[isa], sys.executable, str(REPO / "tools/train.py"), "--config", str(config), "--work-dir", str(work / case),
              "--overwrite"]
     # The framework sets glibc's malloc thresholds (malloc_tuning); the same plain script with
     # those two settings as environment variables shows how much of a difference that is.
     from framework.engine.malloc import MMAP_THRESHOLD, TRIM_THRESHOLD
 
     tuned_env = ["env", f"MALLOC_MMAP_THRESHOLD_={MMAP_THRESHOLD}", f"MALLOC_TRIM_THRESHOLD_={TRIM_THRESHOLD}"]
-    return {
+    commands = {
         "plain script": plain,
         "plain script, malloc tuned": [*tuned_env, *plain],
-        "framework, cache: memory": train,
+        "framework, shipped defaults": train,
         "framework, files + 1 worker": [*train, "data.train.cache=null", "data.train.num_workers=1"],
     }
+    if isa == "native" and cpu_has_native_bf16():
+        commands["framework, amp auto (bf16)"] = [*train, "amp.enabled=auto"]
+    return commands
 
 
 def window_times(variant: str, stdout: str) -> list[float]:
@@ -185,13 +197,14 @@ def startup(rounds: int, folder: Path) -> dict:
 def print_table(results: dict) -> None:
     print(f"\n{results['date']}  {results['cores']} cores, threads {results['threads']}  load {results['load_before']} -> {results['load_after']}  "
           f"{results['rounds']} alternated rounds, medians")
-    header = f"{'case':13s} {'variant':30s} {'wall s':>8s} {'x plain':>8s} {'s/iter':>8s} {'x plain':>8s} " \
+    header = f"{'case':24s} {'variant':30s} {'wall s':>8s} {'x plain':>8s} {'s/iter':>8s} {'x plain':>8s} " \
              f"{'images/s':>9s} {'RSS MB':>8s} {'x plain':>8s}"
     print(header)
     for case, rows in results["training"].items():
         plain = rows["plain script"]
         for name, row in rows.items():
-            print(f"{case + ' (' + str(results['iters'][case]) + ')':13s} {name:30s} {row['wall_s']:8.1f} "
+            iters = results["iters"][case.split()[0]]
+            print(f"{case + ' (' + str(iters) + ')':24s} {name:30s} {row['wall_s']:8.1f} "
                   f"{row['wall_s'] / plain['wall_s']:8.2f} {row['iter_s']:8.4f} {row['iter_s'] / plain['iter_s']:8.2f} "
                   f"{row['images_per_s']:9.1f} {row['rss_mb']:8.0f} {row['rss_mb'] / plain['rss_mb']:8.2f}")
     for case, row in results["fixed_cost"].items():
@@ -209,6 +222,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, help="OMP_NUM_THREADS for every process (default: torch's, "
                         "one per core); 1 keeps the figures meaningful on a machine other jobs load")
     parser.add_argument("--cases", nargs="+", choices=CASES, default=list(CASES), help="training cases to run")
+    parser.add_argument("--isa", nargs="+", choices=list(ISA_ENV), default=list(ISA_ENV),
+                        help="instruction-set columns (avx2: ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2)")
     parser.add_argument("--json", default=str(REPO / "work_dirs/benchmarks/speed.json"))
     args = parser.parse_args()
     global WINDOW
@@ -229,8 +244,9 @@ def main() -> None:
         for case, root, batch in (("segmentation", voc, 16), ("pix2pix", pairs, 8)):
             if case not in args.cases:
                 continue
-            commands = variants(case, configs[case], root, iters[case], folder)
-            results["training"][case] = training_case(case, commands, batch, rounds)
+            for isa in args.isa:
+                commands = variants(case, configs[case], root, iters[case], folder, isa)
+                results["training"][f"{case} {isa}"] = training_case(case, commands, batch, rounds)
         fixed = run_measured([sys.executable, str(REPO / "benchmarks/fixed_cost.py"),
                               "--steps", "200" if args.quick else "500", "--repeats", str(2 * rounds + 1)])
         results["fixed_cost"] = json.loads(fixed["stdout"].strip().splitlines()[-1])

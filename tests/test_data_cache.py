@@ -1,4 +1,4 @@
-"""`cache: memory` (decoded samples kept in RAM) and `num_workers: auto`."""
+"""`cache: memory` and `cache: auto` (decoded samples kept in RAM) and `num_workers: auto`."""
 
 import shutil
 
@@ -6,7 +6,9 @@ import pytest
 import torch
 
 from benchmarks.folder_data import make_voc
+from framework.data.cache import auto_budget_mb
 from framework.data.loader import auto_workers, build_dataloader
+from framework.data.shapes import SyntheticShapes
 from framework.errors import ConfigError
 
 CLASSES = ["background", "circle", "rectangle", "triangle"]
@@ -29,7 +31,8 @@ def voc(tmp_path_factory):
 
 
 def test_cached_loader_gives_the_uncached_batches_without_reading_files(voc, tmp_path):
-    plain = build_dataloader(section(voc), "data.train", train=True, seed=3)
+    plain = build_dataloader(section(voc, cache=None), "data.train", train=True, seed=3)
+    assert not hasattr(plain.dataset, "decoded_cache")
     root = shutil.copytree(voc, tmp_path / "voc")
     cached = build_dataloader(section(root, cache="memory"), "data.train", train=True, seed=3)
     assert len(cached.dataset.decoded_cache.samples) == 12
@@ -56,7 +59,7 @@ def test_cached_arrays_are_read_only(voc):
 
 
 @pytest.mark.parametrize("settings, message", [
-    ({"cache": "disk"}, r"data.train.cache: must be null or memory, got 'disk'"),
+    ({"cache": "disk"}, r"data.train.cache: must be null, memory or auto, got 'disk'"),
     ({"cache": "memory", "cache_limit_mb": 0}, r"data.train.cache_limit_mb: must be a positive number"),
     ({"num_workers": -1}, r"data.train.num_workers: must be auto or an integer >= 0, got -1"),
 ])
@@ -71,3 +74,35 @@ def test_auto_workers_leave_small_cpus_to_the_compute():
     assert auto_workers(cpu, cached=True, cores=32) == 0  # only augmentation left to do
     assert auto_workers(cpu, cached=False, cores=16) == 4
     assert auto_workers(cuda, cached=False, cores=2) == 1 and auto_workers(cuda, cached=True, cores=32) == 8
+
+
+def test_cache_auto_caches_what_fits_and_says_so(voc, tmp_path, caplog):
+    root = shutil.copytree(voc, tmp_path / "voc")
+    with caplog.at_level("INFO", logger="framework"):
+        loader = build_dataloader(section(root), "data.train", train=True, seed=3)  # cache: auto, the default
+    assert len(loader.dataset.decoded_cache.samples) == 12
+    assert "cache: auto: about 0.0 MB decoded fits the budget" in caplog.text
+    reference = build_dataloader(section(voc, cache=None), "data.train", train=True, seed=3)
+    shutil.rmtree(root)
+    for ours, theirs in zip(epoch(loader), epoch(reference), strict=True):
+        assert torch.equal(ours["image"], theirs["image"]) and torch.equal(ours["mask"], theirs["mask"])
+
+
+def test_cache_auto_reads_from_disk_what_does_not_fit(voc, caplog):
+    one_sample_mb = (32 * 32 * 3 + 32 * 32) / 2**20
+    with caplog.at_level("INFO", logger="framework"):
+        loader = build_dataloader(section(voc, cache_limit_mb=5 * one_sample_mb), "data.train", train=True)
+    assert not hasattr(loader.dataset, "decoded_cache")  # 12 samples over a budget of 5: none cached
+    assert "cache: auto: not cached: about 0 MB decoded, over the budget of 0 MB" in caplog.text
+
+
+def test_cache_auto_leaves_datasets_it_cannot_cache_alone(monkeypatch):
+    node = {"dataset": {"type": "SyntheticShapes", "num_samples": 8, "size": 32}, "batch_size": 4, "num_workers": 0}
+    assert hasattr(build_dataloader(node, "data.train", train=True).dataset, "decoded_cache")
+    monkeypatch.setattr(SyntheticShapes, "cacheable", False, raising=False)
+    assert not hasattr(build_dataloader(node, "data.train", train=True).dataset, "decoded_cache")
+
+
+def test_cache_auto_budget_is_a_quarter_of_available_memory_shared_by_processes():
+    assert auto_budget_mb(4096, available_mb=8000, processes=2) == 1000
+    assert auto_budget_mb(500, available_mb=8000, processes=1) == 500  # cache_limit_mb caps it

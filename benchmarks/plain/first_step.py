@@ -9,12 +9,12 @@ before training starts (torch imports torch._dynamo when the first optimizer is 
 import torch
 import torch.nn.functional as F
 
-from framework.models.unet import UNet
+from networks import SegUNet
 
 
 def main():
     torch.manual_seed(0)
-    model = UNet(in_channels=3, num_classes=4, base_channels=16, depth=3, norm="bn")
+    model = SegUNet(in_ch=3, classes=4, width=16, levels=3)
     model = model.to(memory_format=torch.channels_last)
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=1e-4, fused=True)
     images = torch.rand(8, 3, 64, 64).contiguous(memory_format=torch.channels_last)

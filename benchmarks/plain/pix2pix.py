@@ -1,6 +1,6 @@
 """A researcher's own pix2pix script, the baseline of benchmarks/speed.py: decode a folder of
-A|B JPEG pairs into memory once, then train the framework's pix2pix U-Net generator and PatchGAN
-discriminator (built as the benchmark's config builds them) with the paper's losses: D on real
+A|B JPEG pairs into memory once, then train pix2pix's U-Net generator and PatchGAN (benchmarks/plain/networks.py, written apart from
+the framework's; the benchmark config's architecture) with the paper's losses: D on real
 and detached fake pairs, then G (D's parameters frozen) with the adversarial and 100 x L1 terms.
 The optimizers are fused, as the framework's default is (the ratio measures the framework).
 
@@ -19,7 +19,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from projects.pix2pix.models import PatchGANDiscriminator, UNetGenerator
+from networks import PatchDiscriminator, SkipBlockGenerator, gan_init
 
 
 def load_pairs(folder):
@@ -48,13 +48,13 @@ def main():
     parser.add_argument("--iters", type=int, default=1500)
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--window", type=int, default=50)
-    parser.add_argument("--norm", default="in")  # the framework's config: projects/pix2pix/configs/pix2pix_shapes.yaml
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
     torch.manual_seed(0)
     inputs, targets = load_pairs(os.path.join(args.root, "train"))
-    G = UNetGenerator(base_channels=16, num_downs=6, norm=args.norm)
-    D = PatchGANDiscriminator(in_channels=6, base_channels=16, num_layers=3, norm=args.norm)
+    # the networks of projects/pix2pix/configs/pix2pix_shapes.yaml (instance norm), written apart
+    G = gan_init(SkipBlockGenerator(in_ch=3, out_ch=3, width=16, downs=6))
+    D = gan_init(PatchDiscriminator(in_ch=6, width=16, layers=3))
     opt_g = torch.optim.Adam(G.parameters(), lr=5e-4, betas=(0.5, 0.999), fused=True)
     opt_d = torch.optim.Adam(D.parameters(), lr=5e-4, betas=(0.5, 0.999), fused=True)
     bce = F.binary_cross_entropy_with_logits

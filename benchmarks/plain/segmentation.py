@@ -1,6 +1,6 @@
 """A researcher's own segmentation script, the baseline of benchmarks/speed.py: decode a VOC-layout
 folder into memory once, then loop over contiguous NCHW tensors with random flips, AdamW and
-cross-entropy on the framework's UNet (built as the benchmark's config builds it). The optimizer
+cross-entropy on its own U-Net (benchmarks/plain/networks.py: the framework's Quickstart UNet, written apart). The optimizer
 is fused, as the framework's default is, so the ratio measures the framework, not the kernel.
 
     python benchmarks/plain/segmentation.py ROOT --iters 1000 --batch 16 --window 50 --out ckpt.pth
@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 from PIL import Image
 
-from framework.models.unet import UNet
+from networks import SegUNet
 
 
 def load_voc(root):
@@ -48,7 +48,7 @@ def main():
     args = parser.parse_args()
     torch.manual_seed(0)
     images, masks = load_voc(args.root)
-    model = UNet(in_channels=3, num_classes=4, base_channels=16, depth=3, norm="bn")
+    model = SegUNet(in_ch=3, classes=4, width=16, levels=3)
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=1e-4, fused=True)
     mean = torch.tensor([0.485, 0.456, 0.406]).view(1, 3, 1, 1) * 255
     std = torch.tensor([0.229, 0.224, 0.225]).view(1, 3, 1, 1) * 255

@@ -47,8 +47,8 @@ DEFAULTS: dict[str, Any] = {
     "malloc_tuning": True,  # glibc: keep freed host memory for the next step (framework/engine/malloc.py)
     "compile": False,  # torch.compile each trainable network: true, or {backend, mode, dynamic, fullgraph, options}
     "amp": {
-        "enabled": False,
-        "dtype": "float16",  # float16 (with a GradScaler) or bfloat16 (no scaler; works on CPU)
+        "enabled": False,  # true, false, or auto: bfloat16 where the CPU/GPU computes it natively (engine/precision.py)
+        "dtype": "float16",  # with enabled true: float16 (with a GradScaler) or bfloat16 (no scaler; works on CPU)
     },
     "dist": {
         "backend": "auto",  # auto: nccl on CUDA, gloo on CPU
@@ -78,7 +78,7 @@ DEFAULTS: dict[str, Any] = {
 # interpolation) before anything is built; every mistake is reported, one line each.
 LOADER = section({"dataset": node, "batch_size": integer(1), "num_workers": any_of(integer(0), one_of("auto")),
                    "shuffle": boolean, "pin_memory": one_of(True, False, "auto"), "persistent_workers": boolean,
-                   "cache": optional(one_of("memory")), "cache_limit_mb": number(min=0)}, required=("dataset",))
+                   "cache": optional(one_of("memory", "auto")), "cache_limit_mb": number(min=0)}, required=("dataset",))
 CLIP_GRAD = section({"max_norm": number(above=0), "norm_type": number(above=0), "error_if_nonfinite": boolean,
                       "foreach": optional(boolean)}, required=("max_norm",))
 OPTIMIZER = section({"type": string, "lr": number(above=0), "weight_decay": number(min=0),
@@ -96,7 +96,7 @@ SCHEMA = section({
     "optim": optional(OPTIMIZER), "optimizers": optional(each(OPTIMIZER)),
     "metrics": list_of(node), "hooks": list_of(node), "sync_bn": boolean, "channels_last": boolean, "malloc_tuning": boolean,
     "compile": any_of(boolean, mapping),
-    "amp": section({"enabled": boolean, "dtype": one_of("float16", "bfloat16")}),
+    "amp": section({"enabled": one_of(True, False, "auto"), "dtype": one_of("float16", "bfloat16")}),
     "dist": section({"backend": one_of("auto", "gloo", "nccl", "mpi"), "timeout": number(above=0),
                      "find_unused_parameters": boolean, "broadcast_buffers": boolean}),
     "train": section({

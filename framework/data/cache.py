@@ -12,12 +12,21 @@ would modify a cached image in place fails loudly instead of corrupting later ep
 
 `cache_limit_mb` caps the decoded bytes; past it the remaining samples are decoded per access
 (and the log says how many were cached).
+
+`cache: auto` (the default) caches a dataset whose whole decoded size fits in a budget: a
+quarter of the memory available when the loader is built (shared by the processes of this
+machine), at most `cache_limit_mb`. The size is estimated from the first samples; the log says
+what was decided and why. A dataset without one of the loader methods below (a custom dataset
+that is not built on the framework's bases) is read as it is, as is one that sets
+`cacheable = False` (its loader method is not a pure function of the index).
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -25,14 +34,22 @@ from framework.errors import ConfigError
 
 logger = logging.getLogger("framework")
 
-CACHE_MODES = (None, "memory")
+CACHE_MODES = (None, "memory", "auto")
+ESTIMATE_SAMPLES = 8  # samples decoded to estimate the whole dataset's decoded size
 LOADER_METHODS = ("load_sample", "load_pair", "load_image")  # the undecorated reads of our bases
 
 
-def _loader_method(dataset) -> str:
+def _loader_method(dataset) -> str | None:
     for name in LOADER_METHODS:
         if callable(getattr(dataset, name, None)):
             return name
+    return None
+
+
+def _require_loader_method(dataset) -> str:
+    name = _loader_method(dataset)
+    if name is not None:
+        return name
     raise ConfigError(f"cache: memory needs a dataset with one of {', '.join(LOADER_METHODS)}(index) "
                       f"(the bases in framework/data); {type(dataset).__name__} has none")
 
@@ -51,7 +68,7 @@ class DecodedCache:
     """The decoded samples of one dataset, filled once; a stand-in for its loader method."""
 
     def __init__(self, dataset, limit_mb: float):
-        self.method = _loader_method(dataset)
+        self.method = _require_loader_method(dataset)
         self.decode = getattr(dataset, self.method)
         self.samples: list[tuple] = []
         self.nbytes = 0
@@ -71,14 +88,56 @@ class DecodedCache:
         return self.decode(index)
 
 
-def cache_in_memory(dataset, mode, limit_mb, path: str):
-    """Attach a DecodedCache to `dataset` when `mode` is "memory"; returns the dataset."""
-    if mode not in CACHE_MODES:
-        raise ConfigError(f"{path}.cache: must be null or memory, got {mode!r}")
-    if mode is None:
-        return dataset
+def available_memory_mb() -> float:
+    """Memory the system can give without swapping (MemAvailable), in MB; total memory where
+    /proc/meminfo is absent."""
+    meminfo = Path("/proc/meminfo")
+    if meminfo.exists():
+        for line in meminfo.read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) / 1024
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**20
+
+
+def auto_budget_mb(limit_mb: float, available_mb: float | None = None, processes: int | None = None) -> float:
+    """What `cache: auto` may use: a quarter of the available memory, shared by this machine's
+    processes (torchrun's LOCAL_WORLD_SIZE), at most `cache_limit_mb`."""
+    available_mb = available_memory_mb() if available_mb is None else available_mb
+    processes = int(os.environ.get("LOCAL_WORLD_SIZE", 1)) if processes is None else processes
+    return min(limit_mb, available_mb / 4 / max(1, processes))
+
+
+def estimated_size_mb(dataset) -> float:
+    """The decoded size of the whole dataset, from its first few samples."""
+    decode = getattr(dataset, _require_loader_method(dataset))
+    count = min(len(dataset), ESTIMATE_SAMPLES)
+    sampled = sum(_nbytes(decode(index)) for index in range(count))
+    return sampled / max(count, 1) * len(dataset) / 2**20
+
+
+def _check_limit(limit_mb, path: str) -> None:
     if not isinstance(limit_mb, (int, float)) or isinstance(limit_mb, bool) or limit_mb <= 0:
         raise ConfigError(f"{path}.cache_limit_mb: must be a positive number, got {limit_mb!r}")
+
+
+def cache_in_memory(dataset, mode, limit_mb, path: str, available_mb: float | None = None):
+    """Attach a DecodedCache to `dataset` when `mode` is "memory", or "auto" and the dataset fits
+    the budget; returns the dataset."""
+    if mode not in CACHE_MODES:
+        raise ConfigError(f"{path}.cache: must be null, memory or auto, got {mode!r}")
+    if mode is None:
+        return dataset
+    _check_limit(limit_mb, path)
+    if mode == "auto":
+        if _loader_method(dataset) is None or not getattr(dataset, "cacheable", True) or len(dataset) == 0:
+            logger.debug(f"{path}: cache: auto: {type(dataset).__name__} is read as it is (not cacheable)")
+            return dataset
+        budget, size = auto_budget_mb(limit_mb, available_mb), estimated_size_mb(dataset)
+        if size > budget:
+            logger.info(f"{path}: cache: auto: not cached: about {size:.0f} MB decoded, over the budget of "
+                        f"{budget:.0f} MB (a quarter of the available memory, at most cache_limit_mb)")
+            return dataset
+        logger.info(f"{path}: cache: auto: about {size:.1f} MB decoded fits the budget of {budget:.0f} MB")
     cache = DecodedCache(dataset, limit_mb)
     setattr(dataset, cache.method, cache)  # the instance attribute shadows the class's method
     dataset.decoded_cache = cache

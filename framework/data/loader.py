@@ -8,9 +8,10 @@
 
 `num_workers: auto` sizes the worker processes with the compute in mind: on a CPU device the
 training threads already use every core, so a worker process only pays when there are cores
-to spare (none on up to 4 cores, or when `cache: memory` leaves only augmentation to do);
+to spare (none on up to 4 cores, or when the cache leaves only augmentation to do);
 on CUDA the cores are free for data, up to 8 workers. `cache: memory` (framework/data/cache.py)
-decodes every sample once when the loader is built.
+decodes every sample once when the loader is built; `cache: auto`, the default, does so when
+the decoded dataset fits a quarter of the available memory (at most `cache_limit_mb`).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ LOADER_KEYS = {
     "shuffle": True,  # training only; evaluation is always in order
     "pin_memory": "auto",  # auto: when training on CUDA
     "persistent_workers": True,
-    "cache": None,  # memory: decode every sample once and keep it in RAM (framework/data/cache.py)
+    "cache": "auto",  # memory: decode every sample once and keep it in RAM; auto: when it fits (framework/data/cache.py)
     "cache_limit_mb": 4096,  # decoded bytes cached at most; the rest is decoded per access
 }
 
@@ -98,7 +99,7 @@ def build_dataloader(section: Mapping, path: str, *, train: bool, seed: int = 0,
                                with_seed=getattr(dataset, "takes_sample_seed", False))
     else:
         sampler = ShardSampler(len(dataset), rank=rank, world_size=world_size)
-    workers = resolve_workers(settings["num_workers"], path, device, settings["cache"] is not None)
+    workers = resolve_workers(settings["num_workers"], path, device, hasattr(dataset, "decoded_cache"))
     pin = settings["pin_memory"]
     if pin == "auto":
         pin = device is not None and device.type == "cuda"

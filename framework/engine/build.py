@@ -20,11 +20,12 @@ from framework.config import import_custom_modules, save_config, to_plain
 from framework.data.loader import build_dataloader
 from framework.dist import get_rank, get_world_size, is_main, wrap_networks
 from framework.dist.sync_bn import convert_sync_batchnorm
-from framework.engine import network_settings, pretrained
+from framework.engine import network_settings, precision, pretrained
 from framework.engine.compile import compile_networks
 from framework.engine.hooks import CheckpointHook, EvalHook, HParamsHook, LoggerHook, LRSchedulerHook
 from framework.engine.malloc import tune_malloc
 from framework.engine.nonfinite import NonFiniteGuard
+from framework.engine.precision import autocast_dtype
 from framework.engine.random_state import seed_everything
 from framework.engine.resume import checkpoint_to_resume, resume_trainer
 from framework.engine.trainer import Trainer
@@ -34,9 +35,6 @@ from framework.optim.optimizers import Optimizers, build_optimizers
 from framework.registry import HOOKS, METRICS, TASKS
 
 logger = logging.getLogger("framework")
-
-AUTOCAST_DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16}
-
 
 def build_trainer(cfg: DictConfig, work_dir: str, resume: str | bool | None = None,
                   overrides: list[str] | tuple[str, ...] = ()) -> Trainer:
@@ -56,12 +54,14 @@ def build_trainer(cfg: DictConfig, work_dir: str, resume: str | bool | None = No
     task = build_networks(plain, device, work_dir, load_pretrained=resume_from is None)
     resolve_auto_class_weights(task, train_loader.dataset, work_dir, plain["data"]["train"]["dataset"], device,
                                workers=train_loader.num_workers)  # `weight: auto` losses, before DDP
-    optim = build_optim(plain, task, device, max_iters)
+    amp_dtype = autocast_dtype(plain["amp"], device)
+    logger.info(precision.describe(plain["amp"], device, amp_dtype))
+    optim = build_optim(plain, task, device, max_iters, amp_dtype)
     optim.ddp_networks = wrap_networks(task, device, plain["dist"]["find_unused_parameters"],
                                        plain["dist"]["broadcast_buffers"])  # after loading: rank 0's weights
     writer = open_writer(cfg, work_dir, resume_from[1]["meta"]["iter"] if resume_from else None)
     trainer = Trainer(task, optim, train_loader, build_hooks(plain, val_loader), max_iters, work_dir, device,
-                      writer=writer, accumulate=plain["train"]["accumulate"], amp_dtype=autocast_dtype(plain["amp"]),
+                      writer=writer, accumulate=plain["train"]["accumulate"], amp_dtype=amp_dtype,
                       nan_guard=NonFiniteGuard(plain["train"]["nan_policy"]),
                       config_text=OmegaConf.to_yaml(cfg), overrides=overrides)
     if resume_from is not None:
@@ -128,14 +128,9 @@ def build_networks(cfg: dict, device: torch.device, work_dir: str, load_pretrain
     return task
 
 
-def autocast_dtype(amp: dict) -> torch.dtype | None:
-    """The autocast dtype, or None when AMP is off (amp.dtype is checked by config.SCHEMA)."""
-    return AUTOCAST_DTYPES[amp["dtype"]] if amp["enabled"] else None
-
-
-def build_optim(cfg: dict, task, device: torch.device, max_iters: int) -> Optimizers:
+def build_optim(cfg: dict, task, device: torch.device, max_iters: int, amp_dtype: torch.dtype | None) -> Optimizers:
     """The optimizers and schedulers; a GradScaler for float16 AMP; the non-finite step policy."""
-    scaler = torch.amp.GradScaler(device.type) if autocast_dtype(cfg["amp"]) == torch.float16 else None
+    scaler = torch.amp.GradScaler(device.type) if amp_dtype == torch.float16 else None
     train = cfg["train"]
     return build_optimizers(cfg, task, max_iters, scaler, skip_nonfinite=train["nan_policy"] == "skip",
                             max_skips=train["nan_max_skips"])

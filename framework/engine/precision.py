@@ -1,0 +1,67 @@
+"""Which autocast dtype a run trains in: `amp: {enabled: true | false | auto, dtype: ...}`.
+
+`enabled: auto` picks bfloat16 where the hardware computes it natively and full precision
+elsewhere:
+- CUDA: bfloat16 when the device supports it (compute capability 8.0 and newer).
+- CPU: bfloat16 on CPUs with AMX-BF16 or AVX512-BF16 (Sapphire Rapids and newer Xeons, AMD Zen 4
+  and newer), read from the CPU flags; on AVX2-only CPUs oneDNN emulates bf16 and a step is slower
+  than in float32, so auto stays in float32 there. An `ONEDNN_MAX_CPU_ISA` below the bf16 ISAs
+  (as the AVX2 benchmark columns set it) counts as no bf16.
+bfloat16 needs no GradScaler (its range is float32's); float16 (`enabled: true, dtype: float16`)
+gets one. Losses, metrics, GAN penalties and EMA are computed in float32 and checkpoints stay
+float32 whatever the autocast dtype.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import torch
+
+AUTOCAST_DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16}
+BF16_CPU_FLAGS = ("amx_bf16", "avx512_bf16")
+# oneDNN ISA caps (ONEDNN_MAX_CPU_ISA) under which it has no native bf16 instructions
+ISAS_WITHOUT_BF16 = {"SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX2_VNNI_2", "AVX512_CORE", "AVX512_CORE_VNNI"}
+
+
+def cpu_flags(cpuinfo: str | None = None) -> set[str]:
+    """The CPU's feature flags from /proc/cpuinfo (Linux); empty where that file is absent."""
+    if cpuinfo is None:
+        path = Path("/proc/cpuinfo")
+        cpuinfo = path.read_text() if path.exists() else ""
+    for line in cpuinfo.splitlines():
+        if line.startswith("flags"):
+            return set(line.partition(":")[2].split())
+    return set()
+
+
+def cpu_has_native_bf16(flags: set[str] | None = None, environ=os.environ) -> bool:
+    if environ.get("ONEDNN_MAX_CPU_ISA", "").upper() in ISAS_WITHOUT_BF16:
+        return False
+    return any(flag in (cpu_flags() if flags is None else flags) for flag in BF16_CPU_FLAGS)
+
+
+def native_bf16(device: torch.device, flags: set[str] | None = None, environ=os.environ) -> bool:
+    if device.type == "cuda":
+        return torch.cuda.is_bf16_supported()
+    return device.type == "cpu" and cpu_has_native_bf16(flags, environ)
+
+
+def autocast_dtype(amp: dict, device: torch.device, flags: set[str] | None = None,
+                   environ=os.environ) -> torch.dtype | None:
+    """The autocast dtype for the `amp` section on `device`, or None for full precision."""
+    if amp["enabled"] == "auto":
+        return torch.bfloat16 if native_bf16(device, flags, environ) else None
+    return AUTOCAST_DTYPES[amp["dtype"]] if amp["enabled"] else None
+
+
+def describe(amp: dict, device: torch.device, dtype: torch.dtype | None) -> str:
+    """One line for the log: the precision chosen and, where `auto` would pick bf16 that a run
+    with amp off forgoes, a hint."""
+    chosen = "float32" if dtype is None else str(dtype).removeprefix("torch.")
+    line = f"precision {chosen}" + (" (amp.enabled: auto)" if amp["enabled"] == "auto" else "")
+    if dtype is None and amp["enabled"] is False and native_bf16(device):
+        line += ("; this device computes bfloat16 natively: amp.enabled=auto (bf16 autocast) usually trains "
+                 "faster (docs/performance.md)")
+    return line

@@ -1,0 +1,81 @@
+"""The benchmarks' plain scripts train the same networks as the framework, written apart: equal
+parameter counts, output shapes, FLOPs (torch.utils.flop_counter) and layer kinds. Equal
+parameters alone are not enough: a PatchGAN with one stride changed has the same parameters and
+half the FLOPs. And the plain scripts import nothing of the framework's."""
+
+import ast
+import importlib.util
+from collections import Counter
+
+import pytest
+import torch
+from torch import nn
+from torch.utils.flop_counter import FlopCounterMode
+
+from framework.config import load_config, to_plain
+from framework.registry import MODELS
+from support import REPO
+
+PLAIN = REPO / "benchmarks" / "plain"
+
+
+def plain_networks():
+    spec = importlib.util.spec_from_file_location("plain_networks", PLAIN / "networks.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def framework_network(config: str, key: str) -> nn.Module:
+    cfg = load_config(REPO / config)
+    node = to_plain(cfg)["task"][key]
+    for name in cfg.get("custom_imports", []):
+        importlib.import_module(name)
+    return MODELS.build(node, path=f"task.{key}")
+
+
+def profile(network: nn.Module, inputs: torch.Tensor) -> dict:
+    kinds = (nn.Conv2d, nn.ConvTranspose2d, nn.BatchNorm2d, nn.InstanceNorm2d, nn.ReLU, nn.LeakyReLU, nn.Tanh,
+             nn.MaxPool2d)
+    with torch.no_grad(), FlopCounterMode(display=False) as flops:
+        output = network(inputs)
+    return {
+        "parameters": sum(p.numel() for p in network.parameters()),
+        "output": tuple(output.shape),
+        "flops": flops.get_total_flops(),
+        "layers": Counter(type(m).__name__ for m in network.modules() if isinstance(m, kinds)),
+    }
+
+
+CASES = {
+    "segmentation UNet": ("configs/segmentation/unet_shapes.yaml", "model", lambda p: p.SegUNet(3, 4, 16, 3), 3),
+    "pix2pix generator": ("projects/pix2pix/configs/pix2pix_shapes.yaml", "generator",
+                          lambda p: p.SkipBlockGenerator(3, 3, 16, 6), 3),
+    "pix2pix discriminator": ("projects/pix2pix/configs/pix2pix_shapes.yaml", "discriminator",
+                              lambda p: p.PatchDiscriminator(6, 16, 3), 6),
+}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_plain_network_equals_the_framework_network(case):
+    config, key, build_plain, channels = CASES[case]
+    inputs = torch.rand(2, channels, 64, 64)
+    ours, theirs = profile(framework_network(config, key), inputs), profile(build_plain(plain_networks()), inputs)
+    assert ours == theirs
+
+
+def test_a_changed_stride_is_seen_though_parameters_are_equal():
+    plain = plain_networks()
+    network = plain.PatchDiscriminator(6, 16, 3)
+    reference = profile(network, torch.rand(2, 6, 64, 64))
+    network.model[2].stride = (1, 1)  # the second conv: stride 2 -> 1, same weights
+    changed = profile(network, torch.rand(2, 6, 64, 64))
+    assert changed["parameters"] == reference["parameters"] and changed["flops"] != reference["flops"]
+
+
+@pytest.mark.parametrize("script", sorted(PLAIN.glob("*.py")), ids=lambda p: p.name)
+def test_plain_scripts_import_nothing_of_the_framework(script):
+    for node in ast.walk(ast.parse(script.read_text())):
+        names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+            [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+        assert not any(n.split(".")[0] in ("framework", "projects") for n in names), f"{script.name}: {names}"

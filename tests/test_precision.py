@@ -1,0 +1,56 @@
+"""`amp.enabled: auto`: bfloat16 autocast where the hardware has it, float32 elsewhere (the CPU's
+capability faked through its flags and the oneDNN ISA cap)."""
+
+import pytest
+import torch
+
+from framework.config import load_config
+from framework.engine.precision import autocast_dtype, cpu_flags, describe, native_bf16
+from support import REPO, TINY_SEGMENTATION, call_tool
+
+CPU = torch.device("cpu")
+SAPPHIRE_RAPIDS = {"avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile"}
+ZEN4 = {"avx2", "avx512f", "avx512_bf16"}
+AVX2_ONLY = {"avx2", "fma"}
+AUTO, OFF = {"enabled": "auto", "dtype": "float16"}, {"enabled": False, "dtype": "float16"}
+
+
+@pytest.mark.parametrize("flags, environ, expected", [
+    (SAPPHIRE_RAPIDS, {}, torch.bfloat16),
+    (ZEN4, {}, torch.bfloat16),
+    (AVX2_ONLY, {}, None),
+    (set(), {}, None),  # no /proc/cpuinfo (macOS) or an unknown CPU: float32
+    (SAPPHIRE_RAPIDS, {"ONEDNN_MAX_CPU_ISA": "AVX2"}, None),  # the AVX2 benchmark column
+    (SAPPHIRE_RAPIDS, {"ONEDNN_MAX_CPU_ISA": "avx512_core"}, None),
+    (SAPPHIRE_RAPIDS, {"ONEDNN_MAX_CPU_ISA": "AVX512_CORE_AMX"}, torch.bfloat16),
+])
+def test_auto_picks_bf16_only_where_the_cpu_has_it(flags, environ, expected):
+    assert autocast_dtype(AUTO, CPU, flags, environ) == expected
+
+
+def test_explicit_settings_are_kept_whatever_the_cpu():
+    assert autocast_dtype({"enabled": True, "dtype": "float16"}, CPU, AVX2_ONLY, {}) == torch.float16
+    assert autocast_dtype({"enabled": True, "dtype": "bfloat16"}, CPU, AVX2_ONLY, {}) == torch.bfloat16
+    assert autocast_dtype(OFF, CPU, SAPPHIRE_RAPIDS, {}) is None
+
+
+def test_cpu_flags_are_read_from_cpuinfo_text():
+    text = "processor\t: 0\nmodel name\t: X\nflags\t\t: fpu avx2 avx512_bf16\nbugs\t\t: none\n"
+    assert cpu_flags(text) == {"fpu", "avx2", "avx512_bf16"}
+    assert cpu_flags("processor : 0\n") == set()
+
+
+def test_amp_enabled_accepts_auto_and_nothing_else():
+    config = REPO / "configs/segmentation/unet_shapes.yaml"
+    assert load_config(config, ["amp.enabled=auto"]).amp.enabled == "auto"
+    with pytest.raises(Exception, match="amp.enabled"):
+        load_config(config, ["amp.enabled=sometimes"])
+
+
+def test_a_run_logs_the_precision_it_chose(tmp_path):
+    result = call_tool("train", "--config", REPO / "configs/segmentation/unet_shapes.yaml", "--work-dir", tmp_path,
+                       *TINY_SEGMENTATION, "train.max_iters=2", "train.val_interval=0", "amp.enabled=auto")
+    assert result.returncode == 0, result.stderr
+    chosen = "bfloat16" if native_bf16(CPU) else "float32"
+    assert f"precision {chosen} (amp.enabled: auto)" in (tmp_path / "train.log").read_text()
+    assert describe(OFF, CPU, None).startswith("precision float32")
