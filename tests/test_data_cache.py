@@ -1,5 +1,6 @@
 """`cache: memory` and `cache: auto` (decoded samples kept in RAM) and `num_workers: auto`."""
 
+import logging
 import shutil
 
 import pytest
@@ -76,24 +77,32 @@ def test_auto_workers_leave_small_cpus_to_the_compute():
     assert auto_workers(cuda, cached=False, cores=2) == 1 and auto_workers(cuda, cached=True, cores=32) == 8
 
 
-def test_cache_auto_caches_what_fits_and_says_so(voc, tmp_path, caplog):
+@pytest.fixture
+def framework_log(caplog):
+    """The framework logger's records (the tools' logger does not propagate to pytest's root handler)."""
+    logger = logging.getLogger("framework")
+    caplog.set_level(logging.INFO, logger="framework")
+    logger.addHandler(caplog.handler)
+    yield caplog
+    logger.removeHandler(caplog.handler)
+
+
+def test_cache_auto_caches_what_fits_and_says_so(voc, tmp_path, framework_log):
     root = shutil.copytree(voc, tmp_path / "voc")
-    with caplog.at_level("INFO", logger="framework"):
-        loader = build_dataloader(section(root), "data.train", train=True, seed=3)  # cache: auto, the default
+    loader = build_dataloader(section(root), "data.train", train=True, seed=3)  # cache: auto, the default
     assert len(loader.dataset.decoded_cache.samples) == 12
-    assert "cache: auto: about 0.0 MB decoded fits the budget" in caplog.text
+    assert "cache: auto: about 0.0 MB decoded fits the budget" in framework_log.text
     reference = build_dataloader(section(voc, cache=None), "data.train", train=True, seed=3)
     shutil.rmtree(root)
     for ours, theirs in zip(epoch(loader), epoch(reference), strict=True):
         assert torch.equal(ours["image"], theirs["image"]) and torch.equal(ours["mask"], theirs["mask"])
 
 
-def test_cache_auto_reads_from_disk_what_does_not_fit(voc, caplog):
+def test_cache_auto_reads_from_disk_what_does_not_fit(voc, framework_log):
     one_sample_mb = (32 * 32 * 3 + 32 * 32) / 2**20
-    with caplog.at_level("INFO", logger="framework"):
-        loader = build_dataloader(section(voc, cache_limit_mb=5 * one_sample_mb), "data.train", train=True)
+    loader = build_dataloader(section(voc, cache_limit_mb=5 * one_sample_mb), "data.train", train=True)
     assert not hasattr(loader.dataset, "decoded_cache")  # 12 samples over a budget of 5: none cached
-    assert "cache: auto: not cached: about 0 MB decoded, over the budget of 0 MB" in caplog.text
+    assert "cache: auto: not cached: about 0 MB decoded, over the budget of 0 MB" in framework_log.text
 
 
 def test_cache_auto_leaves_datasets_it_cannot_cache_alone(monkeypatch):
