@@ -10,6 +10,7 @@ single-process run too.
 
 from framework.dist.ddp import NetworkDDP, unwrapped_networks, wrap_networks
 from framework.dist.process_group import (
+    agree_any,
     agree_on_stop,
     all_reduce_mean,
     all_reduce_min,
@@ -25,6 +26,6 @@ from framework.dist.process_group import (
     launched_by_torchrun,
 )
 
-__all__ = ["NetworkDDP", "agree_on_stop", "all_reduce_mean", "all_reduce_min", "all_reduce_sum_", "barrier",
+__all__ = ["NetworkDDP", "agree_any", "agree_on_stop", "all_reduce_mean", "all_reduce_min", "all_reduce_sum_", "barrier",
            "destroy_distributed", "gather_by_rank", "get_rank", "get_world_size", "init_distributed",
            "is_distributed", "is_main", "launched_by_torchrun", "unwrapped_networks", "wrap_networks"]

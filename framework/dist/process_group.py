@@ -105,6 +105,15 @@ def agree_on_stop(received: signal.Signals | None) -> signal.Signals | None:
     return signal.Signals(int(flag)) if int(flag) else None
 
 
+def agree_any(flag: bool) -> bool:
+    """True on every rank when `flag` is true on any rank (a collective: every rank calls it)."""
+    if not is_distributed():
+        return flag
+    value = torch.tensor([int(bool(flag))])
+    dist.all_reduce(value, op=dist.ReduceOp.MAX, group=_control_group)
+    return bool(int(value))
+
+
 def destroy_distributed() -> None:
     if is_distributed():
         dist.destroy_process_group()

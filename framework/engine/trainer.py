@@ -19,8 +19,9 @@ completed iterations: in after_iter the first call sees iter == 1.
 
 What hooks may read: `iter`, `max_iters`, `epoch`, `step_logs` (the iteration's detached loss
 terms, on the device), `data_time`, `iter_time`, `stop_signal`, `error`, `task`, `optim`,
-`writer` (TensorBoard on rank 0, None elsewhere), `work_dir`, `device`. Evaluation results reach
-hooks only through `after_eval(trainer, metrics)`. A hook keeps its own state and checkpoints it
+`writer` (TensorBoard on rank 0, None elsewhere), `work_dir`, `device`, `stop_reason` (set by
+`request_stop(reason)`, e.g. by the EarlyStoppingHook: the loop ends after that iteration's
+hooks; the CheckpointHook saves it). Evaluation results reach hooks only through `after_eval(trainer, metrics)`. A hook keeps its own state and checkpoints it
 through `state_dict()` / `load_state_dict()` (see framework/engine/hooks/__init__.py).
 
 SIGTERM or SIGINT during an iteration ends the run after that iteration: its after_iter hooks
@@ -119,6 +120,7 @@ class Trainer:
         self.data_time = 0.0
         self.iter_time = 0.0
         self.stop_signal: signal.Signals | None = None  # set when SIGTERM/SIGINT ends the run early
+        self.stop_reason: str | None = None  # set by a hook's request_stop (early stopping)
         self.error: BaseException | None = None  # what ended fit() with an exception, for after_train
 
     @property
@@ -131,13 +133,18 @@ class Trainer:
             if getattr(method, "__func__", None) is not getattr(Hook, stage):  # skip the base's no-ops
                 method(self, *args)
 
+    def request_stop(self, reason: str) -> None:
+        """End training after the current iteration's hooks (every rank must ask alike: a hook
+        decides on values all ranks share, e.g. evaluation metrics, and agrees through a collective)."""
+        self.stop_reason = reason
+
     def fit(self) -> None:
         """Train to max_iters, or until SIGTERM/SIGINT (then `self.stop_signal` names it)."""
         self.task.train()
         with StopSignals() as stop:
             try:
                 self.call_hooks("before_train")
-                while self.iter < self.max_iters and self.stop_signal is None:
+                while self.iter < self.max_iters and self.stop_signal is None and self.stop_reason is None:
                     self.call_hooks("before_iter")
                     start = time.perf_counter()
                     self.step_logs = self._train_iteration()

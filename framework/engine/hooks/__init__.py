@@ -12,6 +12,7 @@ below; user hooks from the config's `hooks:` list default to 50, after every bui
                          TensorBoard scalars and images; then after_eval for every hook
     40 CheckpointHook    iter_<N>.pth every train.ckpt_interval, at the end and when a
                          SIGTERM/SIGINT stops the run; best.pth (it keeps the best-metric record)
+    35 EarlyStoppingHook (when a config lists it) stops when a validation metric stops improving
     45 HParamsHook       the run's key settings and metrics for TensorBoard's HPARAMS tab
 
 A hook that keeps state across a resume returns it from `state_dict()` (tensors and plain
@@ -22,6 +23,7 @@ containers) and takes it back in `load_state_dict()`; the Trainer checkpoints it
 
 from framework.engine.hooks.base import Hook, every
 from framework.engine.hooks.checkpoint import CheckpointHook
+from framework.engine.hooks.early_stopping import EarlyStoppingHook
 from framework.engine.hooks.evaluation import EvalHook
 from framework.engine.hooks.frozen_start import FrozenStartHook
 from framework.engine.hooks.hparams import HParamsHook
@@ -29,4 +31,4 @@ from framework.engine.hooks.logger import LoggerHook
 from framework.engine.hooks.lr import LRSchedulerHook
 
 __all__ = ["Hook", "every", "LoggerHook", "LRSchedulerHook", "EvalHook", "CheckpointHook", "HParamsHook",
-           "FrozenStartHook"]
+           "FrozenStartHook", "EarlyStoppingHook"]
