@@ -42,6 +42,7 @@ DEFAULTS: dict[str, Any] = {
     "optimizers": None,  # several, by name: {generator: {...}, discriminator: {...}}
     "metrics": [],
     "hooks": [],  # extra hooks: [{type: MyHook, ...}]
+    "loggers": ["tensorboard"],  # where scalars/images/hparams go: tensorboard, csv, mlflow (names or nodes)
     "sync_bn": False,  # BatchNorm statistics over all processes (multi-process runs only)
     "channels_last": False,  # NHWC memory format for the task's networks (faster convolutions)
     "malloc_tuning": True,  # glibc: keep freed host memory for the next step (framework/engine/malloc.py)
@@ -93,7 +94,7 @@ SCHEMA = section({
     "auto_resume": one_of(True, False, "auto"),
     "task": node, "data": section({"train": optional(LOADER), "val": optional(LOADER), "test": optional(LOADER)}),
     "optim": optional(OPTIMIZER), "optimizers": optional(each(OPTIMIZER)),
-    "metrics": list_of(node), "hooks": list_of(node), "sync_bn": boolean, "channels_last": boolean, "malloc_tuning": boolean,
+    "metrics": list_of(node), "hooks": list_of(node), "loggers": list_of(any_of(string, node)), "sync_bn": boolean, "channels_last": boolean, "malloc_tuning": boolean,
     "compile": any_of(boolean, mapping),
     "amp": section({"enabled": boolean, "dtype": one_of("float16", "bfloat16")}),
     "dist": section({"backend": one_of("auto", "gloo", "nccl", "mpi"), "timeout": number(above=0),

@@ -19,7 +19,8 @@ completed iterations: in after_iter the first call sees iter == 1.
 
 What hooks may read: `iter`, `max_iters`, `epoch`, `step_logs` (the iteration's detached loss
 terms, on the device), `data_time`, `iter_time`, `stop_signal`, `error`, `task`, `optim`,
-`writer` (TensorBoard on rank 0, None elsewhere), `work_dir`, `device`, `stop_reason` (set by
+`loggers` (the config's loggers: `log_scalars`, `log_image`, ...; empty on ranks other than 0),
+`writer` (TensorBoard's SummaryWriter on rank 0 when it is a logger, else None), `work_dir`, `device`, `stop_reason` (set by
 `request_stop(reason)`, e.g. by the EarlyStoppingHook: the loop ends after that iteration's
 hooks; the CheckpointHook saves it). Evaluation results reach hooks only through `after_eval(trainer, metrics)`. A hook keeps its own state and checkpoints it
 through `state_dict()` / `load_state_dict()` (see framework/engine/hooks/__init__.py).
@@ -45,6 +46,7 @@ import framework
 from framework.dist import agree_on_stop, gather_by_rank, get_rank
 from framework.engine.evaluation import move_to_device
 from framework.engine.hooks.base import Hook
+from framework.engine.loggers import LoggerGroup, TensorBoardLogger
 from framework.engine.nonfinite import NonFiniteGuard
 from framework.engine.random_state import rng_state, set_rng_state
 from framework.engine.stop import StopSignals
@@ -98,7 +100,7 @@ class TrainData:
 
 class Trainer:
     def __init__(self, task: nn.Module, optim: Optimizers, train_loader, hooks: list[Hook], max_iters: int,
-                 work_dir: str, device: torch.device, *, writer=None, accumulate: int = 1,
+                 work_dir: str, device: torch.device, *, loggers: LoggerGroup | None = None, accumulate: int = 1,
                  amp_dtype: torch.dtype | None = None, nan_guard: NonFiniteGuard | None = None,
                  config_text: str = "", overrides: list[str] | tuple[str, ...] = ()):
         self.task = task
@@ -108,7 +110,7 @@ class Trainer:
         self.max_iters = max_iters
         self.work_dir = work_dir
         self.device = device
-        self.writer = writer  # a TensorBoard SummaryWriter on rank 0, None elsewhere
+        self.loggers = loggers or LoggerGroup()  # the config's loggers on rank 0; empty elsewhere
         self.accumulate = accumulate
         self.amp_dtype = amp_dtype  # None: full precision
         self.nan_guard = nan_guard or NonFiniteGuard()
@@ -126,6 +128,12 @@ class Trainer:
     @property
     def epoch(self) -> int:
         return self.data.epoch
+
+    @property
+    def writer(self):
+        """TensorBoard's SummaryWriter when `tensorboard` is among the loggers (on rank 0), else None."""
+        tensorboard = self.loggers.of_type(TensorBoardLogger)
+        return tensorboard.writer if tensorboard is not None else None
 
     def call_hooks(self, stage: str, *args) -> None:
         for hook in self.hooks:
@@ -158,7 +166,10 @@ class Trainer:
                 self.error = err
                 raise
             finally:
-                self.call_hooks("after_train")  # flush writers, clear the progress bar, even on failure
+                try:
+                    self.call_hooks("after_train")  # flush writers, clear the progress bar, even on failure
+                finally:
+                    self.loggers.close("failed" if self.error else "stopped" if self.stop_signal else "finished")
 
     def _train_iteration(self) -> dict:
         """One optimizer step over `accumulate` micro-batches; returns the averaged step logs."""
