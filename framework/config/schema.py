@@ -35,7 +35,8 @@ DEFAULTS: dict[str, Any] = {
     "custom_imports": [],  # modules imported before anything is built (user registrations)
     "load_from": None,  # weights of the whole task to start from (not a resume): a path or {checkpoint, ...}
     "auto_resume": "auto",  # true: resume from the work dir's latest checkpoint when there is one;
-    # auto: only when torchrun restarted the workers (TORCHELASTIC_RESTART_COUNT > 0); false: never
+    # auto: only when torchrun restarted the workers (TORCHELASTIC_RESTART_COUNT > 0) or Slurm
+    # requeued the job (SLURM_RESTART_COUNT > 0); false: never
     "task": REQUIRED,
     "data": REQUIRED,
     "optim": None,  # one optimizer: {type, lr, ..., params?, scheduler?, clip_grad?}

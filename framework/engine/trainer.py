@@ -25,8 +25,8 @@ terms, on the device), `data_time`, `iter_time`, `stop_signal`, `error`, `task`,
 hooks; the CheckpointHook saves it). Evaluation results reach hooks only through `after_eval(trainer, metrics)`. A hook keeps its own state and checkpoints it
 through `state_dict()` / `load_state_dict()` (see framework/engine/hooks/__init__.py).
 
-SIGTERM or SIGINT during an iteration ends the run after that iteration: its after_iter hooks
-run with `trainer.stop_signal` set (the CheckpointHook then saves whatever the interval), then
+SIGTERM, SIGINT or SIGUSR1 during an iteration ends the run after that iteration: its after_iter
+hooks run with `trainer.stop_signal` set (the CheckpointHook then saves whatever the interval), then
 after_train, and `fit` returns; tools/train.py exits with 128 + the signal number. A signal
 that arrives during the hooks is noticed after the next step. Under torchrun the ranks agree
 on stopping at the same iteration (a signal seen by any rank stops all).
@@ -121,7 +121,7 @@ class Trainer:
         self.step_logs: dict = {}
         self.data_time = 0.0
         self.iter_time = 0.0
-        self.stop_signal: signal.Signals | None = None  # set when SIGTERM/SIGINT ends the run early
+        self.stop_signal: signal.Signals | None = None  # set when SIGTERM/SIGINT/SIGUSR1 ends the run early
         self.stop_reason: str | None = None  # set by a hook's request_stop (early stopping)
         self.error: BaseException | None = None  # what ended fit() with an exception, for after_train
 
@@ -147,7 +147,7 @@ class Trainer:
         self.stop_reason = reason
 
     def fit(self) -> None:
-        """Train to max_iters, or until SIGTERM/SIGINT (then `self.stop_signal` names it)."""
+        """Train to max_iters, or until SIGTERM/SIGINT/SIGUSR1 (then `self.stop_signal` names it)."""
         self.task.train()
         with StopSignals() as stop:
             try:
