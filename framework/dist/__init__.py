@@ -1,7 +1,8 @@
 """Several processes: the process group, per-network DDP wrapping, SyncBN.
 
-Owns: starting and ending the process group from torchrun's environment and the reductions
-every rank calls alike (`process_group.py`), `NetworkDDP` and `wrap_networks`
+Owns: starting and ending the process group from torchrun's environment (or srun's: Slurm's
+variables turned into torchrun's in `slurm.py`) and the reductions every rank calls alike
+(`process_group.py`), `NetworkDDP` and `wrap_networks`
 (`ddp.py`: each network wrapped apart, no `module.` in state dicts), and SyncBN conversion
 (`sync_bn.py`: torch's on CUDA, an all-reduce implementation on CPU/gloo).
 May import: errors and torch; no other framework package. Every helper works in a plain
