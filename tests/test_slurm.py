@@ -156,3 +156,24 @@ def test_sigusr1_saves_exits_138_and_the_requeued_job_resumes_identical(torchrun
     assert [code for code, _, _ in results] == [0, 0], results
     assert f"iter_{stop}.pth at iteration {stop}" in results[0][1]
     assert_same_run(tmp_path, torchrun_run)
+
+
+@pytest.mark.parametrize("restart, taken_over", [(1, True), (0, False)])
+def test_a_requeued_job_takes_over_its_earlier_lock_from_another_node(tmp_path, monkeypatch, restart, taken_over):
+    """The earlier attempt was killed on another node, its lock left behind; the requeued attempt
+    (same job, a higher SLURM_RESTART_COUNT) takes it over; a lock of the same attempt is refused."""
+    import json
+
+    from framework.engine.workdir import claim_work_dir
+
+    (tmp_path / ".lock").write_text(json.dumps({"pid": 1, "host": "gpu07", "started": "earlier",
+                                                "slurm_job": "123456", "slurm_restart": 0}))
+    monkeypatch.setenv("SLURM_JOB_ID", "123456")
+    monkeypatch.setenv("SLURM_RESTART_COUNT", str(restart))
+    if taken_over:
+        with claim_work_dir(tmp_path, resuming=True):
+            assert json.loads((tmp_path / ".lock").read_text())["slurm_restart"] == 1
+    else:
+        with pytest.raises(ConfigError, match="is in use by pid 1 on host gpu07"):
+            with claim_work_dir(tmp_path, resuming=True):
+                pass
