@@ -132,3 +132,17 @@ def test_resuming_a_run_that_stopped_early_trains_no_further(stopped_run, tmp_pa
     assert result.returncode == 0, result.stderr
     assert f"this run stopped at iteration {PREDICTED_STOP}" in result.stdout + result.stderr
     assert sorted(p.name for p in (work_dir / "checkpoints").glob("iter_*.pth")) == ["iter_4.pth", "iter_6.pth"]
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ([f"hooks=[{EARLY_STOP}]", "train.val_interval=0"],
+     "hooks: EarlyStoppingHook needs evaluations during training: set data.val and train.val_interval > 0"),
+    (["hooks=[{type: EarlyStoppingHook, monitor: aAcc, rule: bigger}]"],
+     "hooks[0] (EarlyStoppingHook): rule must be one of greater, less, got 'bigger'"),
+    (["hooks=[{type: EarlyStoppingHook, monitor: aAcc}]"], "missing 1 required positional argument: 'rule'"),
+])
+def test_mistakes_are_one_line_before_training(tmp_path, overrides, message):
+    result = call_tool("train", "--config", CONFIG, "--work-dir", tmp_path, *[o for o in RUN if "probes" not in o],
+                       *overrides)
+    assert result.returncode == 2 and message in result.stderr, result.stderr
+    assert not (tmp_path / "checkpoints").exists()

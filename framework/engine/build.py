@@ -2,7 +2,7 @@
 
 The order of `build_trainer` matters and is the one place to read it:
 loaders -> networks (task, frozen/norm_eval, pretrained unless resuming, SyncBN, channels_last)
--> optimizers (+ GradScaler) -> DDP (rank 0's weights broadcast) -> loggers (rank 0) -> hooks
+-> optimizers (+ GradScaler) -> DDP (rank 0's weights broadcast) -> hooks -> loggers (rank 0)
 -> Trainer -> resume -> run summary. The process group is the caller's (tools/train.py).
 """
 
@@ -61,9 +61,10 @@ def build_trainer(cfg: DictConfig, work_dir: str, resume: str | bool | None = No
     optim = build_optim(plain, task, device, max_iters)
     optim.ddp_networks = wrap_networks(task, device, plain["dist"]["find_unused_parameters"],
                                        plain["dist"]["broadcast_buffers"])  # after loading: rank 0's weights
+    hooks = build_hooks(plain, val_loader)  # before the loggers write anything: a hook's keywords may be wrong
     logger_group = open_loggers(cfg, work_dir, loggers, resume_from[1]["meta"]["iter"] if resume_from else None)
-    trainer = Trainer(task, optim, train_loader, build_hooks(plain, val_loader), max_iters, work_dir, device,
-                      loggers=logger_group, accumulate=plain["train"]["accumulate"], amp_dtype=autocast_dtype(plain["amp"]),
+    trainer = Trainer(task, optim, train_loader, hooks, max_iters, work_dir, device, loggers=logger_group,
+                      accumulate=plain["train"]["accumulate"], amp_dtype=autocast_dtype(plain["amp"]),
                       nan_guard=NonFiniteGuard(plain["train"]["nan_policy"]),
                       config_text=OmegaConf.to_yaml(cfg), overrides=overrides)
     if resume_from is not None:

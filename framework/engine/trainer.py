@@ -169,7 +169,17 @@ class Trainer:
                 try:
                     self.call_hooks("after_train")  # flush writers, clear the progress bar, even on failure
                 finally:
-                    self.loggers.close("failed" if self.error else "stopped" if self.stop_signal else "finished")
+                    self._close_loggers()
+
+    def _close_loggers(self) -> None:
+        """Close every logger; after an error, a logger that fails to close (e.g. on the same full
+        disk) is a warning, never a second error that would hide the first."""
+        try:
+            self.loggers.close("failed" if self.error else "stopped" if self.stop_signal else "finished")
+        except Exception as err:
+            if self.error is None:
+                raise
+            logger.warning(f"warning: a logger failed to close after the error: {err}")
 
     def _train_iteration(self) -> dict:
         """One optimizer step over `accumulate` micro-batches; returns the averaged step logs."""

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 
 from framework.dist import agree_any, is_main
 from framework.engine.hooks.base import Hook
+from framework.engine.hooks.evaluation import EvalHook
 from framework.errors import ConfigError
 from framework.metrics import summary_values
 from framework.registry import HOOKS
@@ -101,6 +102,10 @@ class EarlyStoppingHook(Hook):
         self.stopped = dict(state.get("stopped") or {})
 
     def before_train(self, trainer: Trainer) -> None:
+        evaluations = [h for h in trainer.hooks if isinstance(h, EvalHook) and h.loader is not None and h.interval]
+        if not evaluations:
+            raise ConfigError("hooks: EarlyStoppingHook needs evaluations during training: set data.val and "
+                              "train.val_interval > 0")
         if self.stopped:  # resuming a run that stopped early: nothing left to train
             logger.info(f"early stopping: this run stopped at iteration {self.stopped['iter']} "
                         f"({self.stopped['reason']}); not training further")

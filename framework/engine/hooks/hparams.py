@@ -5,7 +5,7 @@ Settings: the scalar values of `task` (types, sizes, loss weights), of the optim
 (type, lr, ...), the training batch size, iterations, accumulation, seed, AMP, processes.
 Metrics: every summary metric (`val/<name>`, its latest value) and, with `train.best_metric`,
 its best value so far (`best/<name>`). Written at the first evaluation (when the metric names
-are known) or at the end of a run that never evaluated.
+are known) or at the end of a run that never evaluated (unless it failed).
 """
 
 from __future__ import annotations
@@ -81,7 +81,8 @@ class HParamsHook(Hook):
             trainer.loggers.log_scalars({f"best/{self.best_metric}": self.best}, trainer.iter)
 
     def after_train(self, trainer: Trainer) -> None:
-        if trainer.loggers and not self._written:
+        # Not after an error: a full disk, say, would fail again in a logger's writer thread.
+        if trainer.loggers and not self._written and trainer.error is None:
             self._write(trainer, {})
 
     def _write(self, trainer: Trainer, summary: dict[str, float]) -> None:

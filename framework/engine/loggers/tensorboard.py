@@ -27,6 +27,7 @@ class TensorBoardLogger(RunLogger):
         if resumed_iter is None:
             # Indented: TensorBoard renders text as markdown, and indentation keeps the YAML as is.
             self.writer.add_text("config", "".join(f"    {line}\n" for line in config_text.splitlines()), 0)
+            self.writer.flush()  # on disk now, not left in the writer's buffer for a later write
 
     def log_scalars(self, scalars: dict[str, float], step: int) -> None:
         for tag, value in scalars.items():
@@ -45,4 +46,5 @@ class TensorBoardLogger(RunLogger):
         self.writer.flush()
 
     def close(self, status: str) -> None:
-        self.writer.close()
+        if status != "failed":  # after an error (a full disk, say) write no more: LoggerHook has flushed
+            self.writer.close()
