@@ -139,3 +139,15 @@ def test_no_loggers_and_an_unknown_one(tmp_path):
     assert "loggers[1].type: unknown type 'mlfow' in the loggers registry; did you mean 'mlflow'" in result.stderr
     result = call_tool("train", "--config", CONFIG, "--work-dir", tmp_path / "twice", *RUN, "loggers=[csv, csv]")
     assert result.returncode == 2 and "loggers[1]: 'csv' is listed twice" in result.stderr
+
+
+def test_mlflow_not_installed_is_one_line_naming_the_extra(monkeypatch):
+    import sys
+
+    from framework.errors import ConfigError
+    from framework.registry import LOGGERS
+
+    monkeypatch.setitem(sys.modules, "mlflow", None)  # Python's way to make a package unimportable
+    with pytest.raises(ConfigError, match=r"loggers\[2\] \(mlflow\): the mlflow logger needs MLflow: "
+                                          r"pip install -e '\.\[mlflow\]'"):
+        LOGGERS.build({"type": "mlflow"}, path="loggers[2]")
