@@ -55,6 +55,7 @@ def test_rule_keeps_the_best_and_count():
     (dict(rule="bigger"), "rule must be one of greater, less, got 'bigger'"),
     (dict(rule="greater", patience=0), "patience must be an integer >= 1, got 0"),
     (dict(rule="greater", min_delta=-0.1), "min_delta must be a number >= 0, got -0.1"),
+    (dict(rule="greater", stopping_threshold="0.9"), "stopping_threshold must be a number or null, got '0.9'"),
 ])
 def test_bad_settings_are_refused(kwargs, message):
     with pytest.raises(ValueError, match=message):

@@ -56,6 +56,9 @@ class StoppingRule:
             raise ValueError(f"patience must be an integer >= 1, got {patience!r}")
         if not (isinstance(min_delta, (int, float)) and min_delta >= 0):  # NaN fails too
             raise ValueError(f"min_delta must be a number >= 0, got {min_delta!r}")
+        if stopping_threshold is not None and not (isinstance(stopping_threshold, (int, float))
+                                                   and not isinstance(stopping_threshold, bool)):
+            raise ValueError(f"stopping_threshold must be a number or null, got {stopping_threshold!r}")
         self.rule = rule
         self.min_delta = float(min_delta)
         self.patience = patience
