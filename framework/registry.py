@@ -237,6 +237,7 @@ OPTIMIZERS = Registry("optimizers")
 SCHEDULERS = Registry("schedulers")
 METRICS = Registry("metrics")
 HOOKS = Registry("hooks")
+LOGGERS = Registry("loggers")
 TASKS = Registry("tasks")
 
 
@@ -255,4 +256,5 @@ OPTIMIZERS.add_source(_importer("framework.optim.optimizers"))
 SCHEDULERS.add_source(_importer("framework.optim.schedulers"))
 METRICS.add_source(_importer("framework.metrics"))
 HOOKS.add_source(_importer("framework.engine.hooks"))
+LOGGERS.add_source(_importer("framework.engine.loggers"))
 TASKS.add_source(_importer("framework.tasks"))

@@ -6,22 +6,21 @@ import pytest
 import torch
 
 from framework.engine.hooks import LoggerHook
+from framework.engine.loggers import LoggerGroup, RunLogger
 
 
-class Writer:
+class Writer(RunLogger):
     def __init__(self):
         self.scalars = {}
 
-    def add_scalar(self, tag, value, step):
-        self.scalars[tag] = value
-
-    def flush(self):
-        pass
+    def log_scalars(self, scalars, step):
+        self.scalars.update(scalars)
 
 
 def test_a_key_logged_on_some_steps_only_is_averaged_over_those_steps():
     writer = Writer()
-    trainer = SimpleNamespace(iter=0, max_iters=4, stop_signal=None, epoch=0, data_time=0.0, iter_time=0.0, writer=writer,
+    trainer = SimpleNamespace(iter=0, max_iters=4, stop_signal=None, epoch=0, data_time=0.0, iter_time=0.0,
+                              loggers=LoggerGroup([writer]),
                               ensure_finite=lambda: None, task=SimpleNamespace(diagnose=lambda values: []),
                               device=torch.device("cpu"),
                               optim=SimpleNamespace(lrs=lambda: {"generator": 1e-3, "discriminator": 1e-3},

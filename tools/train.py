@@ -5,9 +5,11 @@
     python tools/train.py --config CFG --resume PATH       # or from a given one
     python tools/train.py --config CFG --overwrite         # a new run; the old one is moved aside
 
-SIGTERM or SIGINT (Ctrl-C) finishes the current iteration, saves a checkpoint and exits with
-status 128 + the signal number (143, 130); `--resume` then continues exactly. A second Ctrl-C
-stops at once, without saving.
+SIGTERM, SIGINT (Ctrl-C) or SIGUSR1 finishes the current iteration, saves a checkpoint and exits
+with status 128 + the signal number (143, 130, 138); `--resume` then continues exactly. A second
+Ctrl-C stops at once, without saving. Under Slurm, `srun python tools/train.py ...` (one task per
+GPU, no torchrun) takes the ranks from SLURM_PROCID/SLURM_LOCALID/SLURM_NTASKS; a requeued job
+resumes by itself (auto_resume: auto looks at SLURM_RESTART_COUNT). See framework/dist/slurm.py.
 """
 
 import argparse
@@ -51,8 +53,12 @@ def main(args: argparse.Namespace) -> int:
     resuming = bool(args.resume) or auto_resume_enabled(cfg.auto_resume)
     trainer = None
     try:
-        init_distributed(cfg.dist.backend, cfg.dist.timeout)  # the one owner of the process group
+        from_slurm = init_distributed(cfg.dist.backend, cfg.dist.timeout)  # the one owner of the process group
         setup_logging(main_process=is_main())  # the console first: the work dir may be refused
+        if from_slurm:
+            logging.getLogger("framework").info(
+                f"srun: {from_slurm['WORLD_SIZE']} processes from SLURM_* variables, master "
+                f"{from_slurm['MASTER_ADDR']}:{from_slurm['MASTER_PORT']}")
         with claim_work_dir(cfg.work_dir, resuming, args.overwrite, main_process=is_main()):
             setup_logging(cfg.work_dir, main_process=is_main())
             for note in notes:  # e.g. base keys dropped by a change of type, logged on rank 0

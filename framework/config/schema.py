@@ -35,13 +35,15 @@ DEFAULTS: dict[str, Any] = {
     "custom_imports": [],  # modules imported before anything is built (user registrations)
     "load_from": None,  # weights of the whole task to start from (not a resume): a path or {checkpoint, ...}
     "auto_resume": "auto",  # true: resume from the work dir's latest checkpoint when there is one;
-    # auto: only when torchrun restarted the workers (TORCHELASTIC_RESTART_COUNT > 0); false: never
+    # auto: only when torchrun restarted the workers (TORCHELASTIC_RESTART_COUNT > 0) or Slurm
+    # requeued the job (SLURM_RESTART_COUNT > 0); false: never
     "task": REQUIRED,
     "data": REQUIRED,
     "optim": None,  # one optimizer: {type, lr, ..., params?, scheduler?, clip_grad?}
     "optimizers": None,  # several, by name: {generator: {...}, discriminator: {...}}
     "metrics": [],
     "hooks": [],  # extra hooks: [{type: MyHook, ...}]
+    "loggers": ["tensorboard"],  # where scalars/images/hparams go: tensorboard, csv, mlflow (names or nodes)
     "sync_bn": False,  # BatchNorm statistics over all processes (multi-process runs only)
     "channels_last": False,  # NHWC memory format for the task's networks (faster convolutions)
     "malloc_tuning": True,  # glibc: keep freed host memory for the next step (framework/engine/malloc.py)
@@ -94,7 +96,7 @@ SCHEMA = section({
     "auto_resume": one_of(True, False, "auto"),
     "task": node, "data": section({"train": optional(LOADER), "val": optional(LOADER), "test": optional(LOADER)}),
     "optim": optional(OPTIMIZER), "optimizers": optional(each(OPTIMIZER)),
-    "metrics": list_of(node), "hooks": list_of(node), "sync_bn": boolean, "channels_last": boolean, "malloc_tuning": boolean,
+    "metrics": list_of(node), "hooks": list_of(node), "loggers": list_of(any_of(string, node)), "sync_bn": boolean, "channels_last": boolean, "malloc_tuning": boolean,
     "compile": any_of(boolean, mapping),
     "amp": section({"enabled": one_of(True, False, "auto"), "dtype": one_of("float16", "bfloat16")}),
     "dist": section({"backend": one_of("auto", "gloo", "nccl", "mpi"), "timeout": number(above=0),

@@ -12,6 +12,8 @@ import signal
 import torch
 import torch.distributed as dist
 
+from framework.dist.slurm import slurm_to_torch_environment
+
 # A gloo group for small host-side agreements (stop flags, random states); None means the
 # default group, which is gloo already on CPU.
 _control_group = None
@@ -73,14 +75,17 @@ def launched_by_torchrun() -> bool:
     return int(os.environ.get("WORLD_SIZE", "1")) > 1
 
 
-def init_distributed(backend: str = "auto", timeout_s: float = 1800) -> None:
-    """Join the process group torchrun describes in the environment (no-op without torchrun).
+def init_distributed(backend: str = "auto", timeout_s: float = 1800) -> dict[str, str]:
+    """Join the process group torchrun describes in the environment, or srun (Slurm's variables
+    turned into torchrun's by `slurm.py`); a no-op in a single process.
 
     NCCL on CUDA, gloo on CPU; every process uses the device of its LOCAL_RANK. A collective
-    that waits longer than `timeout_s` fails on every rank instead of hanging.
+    that waits longer than `timeout_s` fails on every rank instead of hanging. Returns the
+    variables taken from Slurm (empty when not under srun).
     """
+    from_slurm = slurm_to_torch_environment() if not is_distributed() else {}
     if not launched_by_torchrun() or is_distributed():
-        return
+        return from_slurm
     if backend == "auto":
         backend = "nccl" if torch.cuda.is_available() else "gloo"
     if backend == "nccl":
@@ -94,6 +99,7 @@ def init_distributed(backend: str = "auto", timeout_s: float = 1800) -> None:
     global _control_group
     # Host-side agreements go through gloo, so they never wait on a GPU stream.
     _control_group = None if backend == "gloo" else dist.new_group(backend="gloo")
+    return from_slurm
 
 
 def agree_on_stop(received: signal.Signals | None) -> signal.Signals | None:
@@ -103,6 +109,15 @@ def agree_on_stop(received: signal.Signals | None) -> signal.Signals | None:
     flag = torch.tensor([int(received or 0)])
     dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=_control_group)
     return signal.Signals(int(flag)) if int(flag) else None
+
+
+def agree_any(flag: bool) -> bool:
+    """True on every rank when `flag` is true on any rank (a collective: every rank calls it)."""
+    if not is_distributed():
+        return flag
+    value = torch.tensor([int(bool(flag))])
+    dist.all_reduce(value, op=dist.ReduceOp.MAX, group=_control_group)
+    return bool(int(value))
 
 
 def destroy_distributed() -> None:

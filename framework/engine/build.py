@@ -2,7 +2,7 @@
 
 The order of `build_trainer` matters and is the one place to read it:
 loaders -> networks (task, frozen/norm_eval, pretrained unless resuming, SyncBN, channels_last)
--> optimizers (+ GradScaler) -> DDP (rank 0's weights broadcast) -> TensorBoard writer -> hooks
+-> optimizers (+ GradScaler) -> DDP (rank 0's weights broadcast) -> hooks -> loggers (rank 0)
 -> Trainer -> resume -> run summary. The process group is the caller's (tools/train.py).
 """
 
@@ -23,6 +23,7 @@ from framework.dist.sync_bn import convert_sync_batchnorm
 from framework.engine import network_settings, precision, pretrained
 from framework.engine.compile import compile_networks
 from framework.engine.hooks import CheckpointHook, EvalHook, HParamsHook, LoggerHook, LRSchedulerHook
+from framework.engine.loggers import LoggerGroup, build_loggers
 from framework.engine.malloc import tune_malloc
 from framework.engine.nonfinite import NonFiniteGuard
 from framework.engine.precision import autocast_dtype
@@ -45,6 +46,7 @@ def build_trainer(cfg: DictConfig, work_dir: str, resume: str | bool | None = No
     """
     import_custom_modules(cfg)
     plain = to_plain(cfg)
+    loggers = build_loggers(plain["loggers"])  # every rank checks the keywords; rank 0 writes
     device = select_device(plain["device"])
     seed_everything(plain["seed"], plain["deterministic"])
     tune_malloc(plain["malloc_tuning"])
@@ -59,9 +61,10 @@ def build_trainer(cfg: DictConfig, work_dir: str, resume: str | bool | None = No
     optim = build_optim(plain, task, device, max_iters, amp_dtype)
     optim.ddp_networks = wrap_networks(task, device, plain["dist"]["find_unused_parameters"],
                                        plain["dist"]["broadcast_buffers"])  # after loading: rank 0's weights
-    writer = open_writer(cfg, work_dir, resume_from[1]["meta"]["iter"] if resume_from else None)
-    trainer = Trainer(task, optim, train_loader, build_hooks(plain, val_loader), max_iters, work_dir, device,
-                      writer=writer, accumulate=plain["train"]["accumulate"], amp_dtype=amp_dtype,
+    hooks = build_hooks(plain, val_loader)  # before the loggers write anything: a hook's keywords may be wrong
+    logger_group = open_loggers(cfg, work_dir, loggers, resume_from[1]["meta"]["iter"] if resume_from else None)
+    trainer = Trainer(task, optim, train_loader, hooks, max_iters, work_dir, device, loggers=logger_group,
+                      accumulate=plain["train"]["accumulate"], amp_dtype=amp_dtype,
                       nan_guard=NonFiniteGuard(plain["train"]["nan_policy"]),
                       config_text=OmegaConf.to_yaml(cfg), overrides=overrides)
     if resume_from is not None:
@@ -136,16 +139,14 @@ def build_optim(cfg: dict, task, device: torch.device, max_iters: int, amp_dtype
                             max_skips=train["nan_max_skips"])
 
 
-def open_writer(cfg: DictConfig, work_dir: str, resumed_iter: int | None):
-    """On rank 0: save the resolved config and open TensorBoard; None on other ranks."""
+def open_loggers(cfg: DictConfig, work_dir: str, loggers: list, resumed_iter: int | None) -> LoggerGroup:
+    """On rank 0: save the resolved config and open the loggers; an empty group on other ranks."""
     if not is_main():
-        return None
+        return LoggerGroup()
     save_config(cfg, Path(work_dir) / "config.yaml")
-    from torch.utils.tensorboard import SummaryWriter
-
-    # A resumed run hides the events logged after its checkpoint: it logs those steps again.
-    purge_step = resumed_iter + 1 if resumed_iter is not None else None
-    return SummaryWriter(str(Path(work_dir) / "tensorboard"), purge_step=purge_step)
+    group = LoggerGroup(loggers)
+    group.open(work_dir, OmegaConf.to_yaml(cfg), resumed_iter)
+    return group
 
 
 def build_metrics(cfg: dict) -> list:

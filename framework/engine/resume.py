@@ -18,9 +18,11 @@ LAUNCH_KEYS = ("work_dir", "auto_resume")
 
 
 def auto_resume_enabled(setting) -> bool:
-    """`auto_resume`: true, false, or auto (on when torchrun restarted the worker group)."""
+    """`auto_resume`: true, false, or auto (on when torchrun restarted the worker group, or
+    Slurm restarted a requeued job: SLURM_RESTART_COUNT > 0)."""
     if setting == "auto":
-        return int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") or 0) > 0
+        restarts = ("TORCHELASTIC_RESTART_COUNT", "SLURM_RESTART_COUNT")
+        return any(int(os.environ.get(name, "0") or 0) > 0 for name in restarts)
     return bool(setting)
 
 

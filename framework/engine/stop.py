@@ -1,4 +1,4 @@
-"""Graceful stop on SIGTERM / SIGINT: the training loop finishes its step, saves, and exits.
+"""Graceful stop on SIGTERM / SIGINT / SIGUSR1: the training loop finishes its step, saves, and exits.
 
     with StopSignals() as stop:
         while training:
@@ -18,7 +18,9 @@ import os
 import signal
 import threading
 
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+# SIGUSR1: what Slurm sends before a job's time limit with `--signal=USR1@<seconds>` (SIGTERM
+# when it preempts or cancels a job); the exit status is then 128 + 10 = 138.
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1)
 
 
 class StopSignals:

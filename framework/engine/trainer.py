@@ -19,12 +19,14 @@ completed iterations: in after_iter the first call sees iter == 1.
 
 What hooks may read: `iter`, `max_iters`, `epoch`, `step_logs` (the iteration's detached loss
 terms, on the device), `data_time`, `iter_time`, `stop_signal`, `error`, `task`, `optim`,
-`writer` (TensorBoard on rank 0, None elsewhere), `work_dir`, `device`. Evaluation results reach
-hooks only through `after_eval(trainer, metrics)`. A hook keeps its own state and checkpoints it
+`loggers` (the config's loggers: `log_scalars`, `log_image`, ...; empty on ranks other than 0),
+`writer` (TensorBoard's SummaryWriter on rank 0 when it is a logger, else None), `work_dir`, `device`, `stop_reason` (set by
+`request_stop(reason)`, e.g. by the EarlyStoppingHook: the loop ends after that iteration's
+hooks; the CheckpointHook saves it). Evaluation results reach hooks only through `after_eval(trainer, metrics)`. A hook keeps its own state and checkpoints it
 through `state_dict()` / `load_state_dict()` (see framework/engine/hooks/__init__.py).
 
-SIGTERM or SIGINT during an iteration ends the run after that iteration: its after_iter hooks
-run with `trainer.stop_signal` set (the CheckpointHook then saves whatever the interval), then
+SIGTERM, SIGINT or SIGUSR1 during an iteration ends the run after that iteration: its after_iter
+hooks run with `trainer.stop_signal` set (the CheckpointHook then saves whatever the interval), then
 after_train, and `fit` returns; tools/train.py exits with 128 + the signal number. A signal
 that arrives during the hooks is noticed after the next step. Under torchrun the ranks agree
 on stopping at the same iteration (a signal seen by any rank stops all).
@@ -44,6 +46,7 @@ import framework
 from framework.dist import agree_on_stop, gather_by_rank, get_rank
 from framework.engine.evaluation import move_to_device
 from framework.engine.hooks.base import Hook
+from framework.engine.loggers import LoggerGroup, TensorBoardLogger
 from framework.engine.nonfinite import NonFiniteGuard
 from framework.engine.random_state import rng_state, set_rng_state
 from framework.engine.stop import StopSignals
@@ -97,7 +100,7 @@ class TrainData:
 
 class Trainer:
     def __init__(self, task: nn.Module, optim: Optimizers, train_loader, hooks: list[Hook], max_iters: int,
-                 work_dir: str, device: torch.device, *, writer=None, accumulate: int = 1,
+                 work_dir: str, device: torch.device, *, loggers: LoggerGroup | None = None, accumulate: int = 1,
                  amp_dtype: torch.dtype | None = None, nan_guard: NonFiniteGuard | None = None,
                  config_text: str = "", overrides: list[str] | tuple[str, ...] = ()):
         self.task = task
@@ -107,7 +110,7 @@ class Trainer:
         self.max_iters = max_iters
         self.work_dir = work_dir
         self.device = device
-        self.writer = writer  # a TensorBoard SummaryWriter on rank 0, None elsewhere
+        self.loggers = loggers or LoggerGroup()  # the config's loggers on rank 0; empty elsewhere
         self.accumulate = accumulate
         self.amp_dtype = amp_dtype  # None: full precision
         self.nan_guard = nan_guard or NonFiniteGuard()
@@ -118,12 +121,19 @@ class Trainer:
         self.step_logs: dict = {}
         self.data_time = 0.0
         self.iter_time = 0.0
-        self.stop_signal: signal.Signals | None = None  # set when SIGTERM/SIGINT ends the run early
+        self.stop_signal: signal.Signals | None = None  # set when SIGTERM/SIGINT/SIGUSR1 ends the run early
+        self.stop_reason: str | None = None  # set by a hook's request_stop (early stopping)
         self.error: BaseException | None = None  # what ended fit() with an exception, for after_train
 
     @property
     def epoch(self) -> int:
         return self.data.epoch
+
+    @property
+    def writer(self):
+        """TensorBoard's SummaryWriter when `tensorboard` is among the loggers (on rank 0), else None."""
+        tensorboard = self.loggers.of_type(TensorBoardLogger)
+        return tensorboard.writer if tensorboard is not None else None
 
     def call_hooks(self, stage: str, *args) -> None:
         for hook in self.hooks:
@@ -131,13 +141,18 @@ class Trainer:
             if getattr(method, "__func__", None) is not getattr(Hook, stage):  # skip the base's no-ops
                 method(self, *args)
 
+    def request_stop(self, reason: str) -> None:
+        """End training after the current iteration's hooks (every rank must ask alike: a hook
+        decides on values all ranks share, e.g. evaluation metrics, and agrees through a collective)."""
+        self.stop_reason = reason
+
     def fit(self) -> None:
-        """Train to max_iters, or until SIGTERM/SIGINT (then `self.stop_signal` names it)."""
+        """Train to max_iters, or until SIGTERM/SIGINT/SIGUSR1 (then `self.stop_signal` names it)."""
         self.task.train()
         with StopSignals() as stop:
             try:
                 self.call_hooks("before_train")
-                while self.iter < self.max_iters and self.stop_signal is None:
+                while self.iter < self.max_iters and self.stop_signal is None and self.stop_reason is None:
                     self.call_hooks("before_iter")
                     start = time.perf_counter()
                     self.step_logs = self._train_iteration()
@@ -151,7 +166,20 @@ class Trainer:
                 self.error = err
                 raise
             finally:
-                self.call_hooks("after_train")  # flush writers, clear the progress bar, even on failure
+                try:
+                    self.call_hooks("after_train")  # flush writers, clear the progress bar, even on failure
+                finally:
+                    self._close_loggers()
+
+    def _close_loggers(self) -> None:
+        """Close every logger; after an error, a logger that fails to close (e.g. on the same full
+        disk) is a warning, never a second error that would hide the first."""
+        try:
+            self.loggers.close("failed" if self.error else "stopped" if self.stop_signal else "finished")
+        except Exception as err:
+            if self.error is None:
+                raise
+            logger.warning(f"warning: a logger failed to close after the error: {err}")
 
     def _train_iteration(self) -> dict:
         """One optimizer step over `accumulate` micro-batches; returns the averaged step logs."""

@@ -7,7 +7,8 @@
   unless the run resumes it (`--resume`, auto_resume) or `--overwrite` moves it aside first,
   to `<path>.old-<time>`; nothing of the old run is deleted.
 - `<path>/.lock` holds the owner's pid and host while a run uses the folder. A second run
-  refuses to start; a lock whose process is gone (same host) is stale and taken over.
+  refuses to start; a lock whose process is gone (same host) is stale and taken over, and so is
+  a lock of the same Slurm job before it was requeued (SLURM_JOB_ID, SLURM_RESTART_COUNT).
 - The folder must be writable: creating the lock is the check, before any other file.
 
 Only the main process (rank 0) claims; the others write nothing there.
@@ -71,6 +72,9 @@ def _acquire(work_dir: Path) -> Path:
         raise ConfigError(f"work dir {work_dir}: cannot create it: {err.strerror}") from err
     lock = work_dir / LOCK_FILE
     owner = {"pid": os.getpid(), "host": socket.gethostname(), "started": datetime.datetime.now().isoformat()}
+    if os.environ.get("SLURM_JOB_ID"):
+        owner["slurm_job"] = os.environ["SLURM_JOB_ID"]
+        owner["slurm_restart"] = int(os.environ.get("SLURM_RESTART_COUNT", "0") or 0)
     for _ in range(2):
         try:
             with open(lock, "x", encoding="utf-8") as f:
@@ -95,8 +99,16 @@ def _refuse_if_locked(work_dir: Path) -> None:
         return
     except (OSError, ValueError, KeyError, TypeError):
         return  # unreadable: a lock left half-written by a killed process
+    if _earlier_attempt_of_this_slurm_job(owner):
+        return  # Slurm runs one attempt of a job at a time: a requeued job takes its own lock over
     if host != socket.gethostname():
         raise ConfigError(f"work dir {work_dir} is in use by pid {pid} on host {host} (since {owner.get('started')}); "
                           f"if that run is gone, delete {lock}")
     if pid != os.getpid() and process_alive(pid):
         raise ConfigError(f"work dir {work_dir} is in use by another run (pid {pid}, since {owner.get('started')})")
+
+
+def _earlier_attempt_of_this_slurm_job(owner: dict) -> bool:
+    """The lock was left by this Slurm job before it was requeued (possibly on another node)."""
+    job, restart = os.environ.get("SLURM_JOB_ID"), int(os.environ.get("SLURM_RESTART_COUNT", "0") or 0)
+    return bool(job) and owner.get("slurm_job") == job and int(owner.get("slurm_restart", 0)) < restart

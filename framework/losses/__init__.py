@@ -1,8 +1,10 @@
 """Losses. Importing this package registers them in LOSSES."""
 
-from framework.losses import gan, segmentation  # noqa: F401
+from framework.losses import gan, hard_pixels, segmentation  # noqa: F401
 from framework.losses.gan import GAN_LOSS_TYPES, GANLoss, gradient_penalty
-from framework.losses.segmentation import BCEWithLogitsLoss, CombinedLoss, CrossEntropyLoss, DiceLoss
+from framework.losses.hard_pixels import FocalLoss, LovaszLoss, TverskyLoss
+from framework.losses.segmentation import OHEM, BCEWithLogitsLoss, CombinedLoss, CrossEntropyLoss, DiceLoss
 
-__all__ = ["CrossEntropyLoss", "BCEWithLogitsLoss", "DiceLoss", "CombinedLoss", "GANLoss", "GAN_LOSS_TYPES",
+__all__ = ["CrossEntropyLoss", "OHEM", "BCEWithLogitsLoss", "DiceLoss", "FocalLoss", "TverskyLoss", "LovaszLoss",
+           "CombinedLoss", "GANLoss", "GAN_LOSS_TYPES",
            "gradient_penalty"]

@@ -57,6 +57,35 @@ def _binary_logits(logits: torch.Tensor, loss_name: str) -> torch.Tensor:
     return logits
 
 
+class OHEM:
+    """Online hard example mining over pixels (as mmsegmentation's OHEMPixelSampler): the loss
+    is averaged over the hard pixels only. A pixel's hardness is the softmax probability of its
+    true class (lower: harder). Kept: every valid pixel whose probability is below `thresh`,
+    and in any case the `min_kept` x (images in the batch) hardest valid pixels (all of them
+    when there are fewer). Without `thresh`: exactly those top-k hardest pixels.
+    """
+
+    def __init__(self, min_kept: int, thresh: float | None = None):
+        if isinstance(min_kept, bool) or not isinstance(min_kept, int) or min_kept < 1:
+            raise ValueError(f"ohem.min_kept must be an integer >= 1 (pixels per image), got {min_kept!r}")
+        if thresh is not None and not 0.0 < thresh <= 1.0:
+            raise ValueError(f"ohem.thresh must be in (0, 1] or null, got {thresh!r}")
+        self.min_kept, self.thresh = min_kept, thresh
+
+    @torch.no_grad()
+    def keep(self, logits: torch.Tensor, target: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+        """The pixels (N x H x W bool) the loss is averaged over; no host sync."""
+        probs = logits.float().softmax(dim=1).gather(1, torch.where(valid, target, 0).unsqueeze(1))[:, 0]
+        probs = torch.where(valid, probs, torch.inf)  # ignored pixels sort last and are never kept
+        k = min(self.min_kept * target.shape[0], probs.numel())
+        hardest = torch.zeros_like(valid).view(-1)
+        hardest[probs.view(-1).topk(k, largest=False).indices] = True
+        kept = hardest.view_as(valid)
+        if self.thresh is not None:
+            kept |= probs < self.thresh
+        return kept & valid
+
+
 @LOSSES.register()
 class CrossEntropyLoss(_AutoWeighted, nn.Module):
     """Softmax cross-entropy; logits N x C x H x W, target N x H x W int64 class ids.
@@ -64,17 +93,20 @@ class CrossEntropyLoss(_AutoWeighted, nn.Module):
     `weight` (one float per class) is a non-persistent buffer: it follows `.to(device)` but is
     configuration, not state, so it stays out of checkpoints. `weight: auto` computes it from
     the training masks by `weight_method` (median_frequency or inverse_log).
+
+    `ohem: {thresh: 0.7, min_kept: 10000}` averages the loss over the hard pixels only (see `OHEM`).
     """
 
     name = "ce"
 
     def __init__(self, weight: list[float] | str | None = None, ignore_index: int = 255,
-                 label_smoothing: float = 0.0, weight_method: str = "median_frequency"):
+                 label_smoothing: float = 0.0, weight_method: str = "median_frequency", ohem: dict | None = None):
         super().__init__()
         if not 0.0 <= label_smoothing <= 1.0:
             raise ValueError(f"label_smoothing must be in [0, 1], got {label_smoothing}")
         self.ignore_index = ignore_index
         self.label_smoothing = label_smoothing
+        self.ohem = OHEM(**ohem) if ohem is not None else None
         auto = self._init_auto(weight, weight_method)
         class_weight = None if weight is None or auto else torch.as_tensor(weight, dtype=torch.float32)
         self.register_buffer("weight", class_weight, persistent=False)
@@ -87,6 +119,10 @@ class CrossEntropyLoss(_AutoWeighted, nn.Module):
         self._require_weights(weight is not None)
         if weight is not None and weight.numel() != logits.shape[1]:
             raise ValueError(f"{self.name}: {weight.numel()} class weights for {logits.shape[1]} classes")
+        valid = target != self.ignore_index
+        if self.ohem is not None:
+            valid = self.ohem.keep(logits, target, valid)
+            target = torch.where(valid, target, self.ignore_index)  # the easy pixels count nowhere
         total = F.cross_entropy(
             logits,
             target,
@@ -96,7 +132,6 @@ class CrossEntropyLoss(_AutoWeighted, nn.Module):
             reduction="sum",
         )
         # F.cross_entropy's "mean" divides by the summed weight of the non-ignored pixels.
-        valid = target != self.ignore_index
         if weight is None:  # an integer count: 0 only when every pixel is ignored (total is 0 then)
             return total / valid.sum().clamp_min(1)
         return _safe_mean(total, (weight[torch.where(valid, target, 0)] * valid).sum().to(total.dtype))

@@ -5,14 +5,15 @@ A hook overrides any of `before_train`, `before_iter`, `after_iter`, `after_eval
 the one place evaluation results are shared). Hooks run in ascending `priority` (built-ins
 below; user hooks from the config's `hooks:` list default to 50, after every built-in):
 
-    10 LoggerHook        losses/lr/timings to console, progress bar, TensorBoard
+    10 LoggerHook        losses/lr/timings to console, progress bar, the loggers
     15 FrozenStartHook   (when a config lists it) named parameter groups at lr 0 for K iterations
     20 LRSchedulerHook   every scheduler steps once per iteration
     30 EvalHook          evaluation every train.val_interval and at the end; metrics.jsonl,
-                         TensorBoard scalars and images; then after_eval for every hook
-    40 CheckpointHook    iter_<N>.pth every train.ckpt_interval, at the end and when a
-                         SIGTERM/SIGINT stops the run; best.pth (it keeps the best-metric record)
-    45 HParamsHook       the run's key settings and metrics for TensorBoard's HPARAMS tab
+                         the loggers' scalars and images; then after_eval for every hook
+    35 EarlyStoppingHook (when a config lists it) stops when a validation metric stops improving
+    40 CheckpointHook    iter_<N>.pth every train.ckpt_interval, at the end and when a signal
+                         (SIGTERM/SIGINT/SIGUSR1) or a hook stops the run; best.pth (the best-metric record)
+    45 HParamsHook       the run's key settings and metrics for every logger (TensorBoard's HPARAMS tab)
 
 A hook that keeps state across a resume returns it from `state_dict()` (tensors and plain
 containers) and takes it back in `load_state_dict()`; the Trainer checkpoints it.
@@ -22,6 +23,7 @@ containers) and takes it back in `load_state_dict()`; the Trainer checkpoints it
 
 from framework.engine.hooks.base import Hook, every
 from framework.engine.hooks.checkpoint import CheckpointHook
+from framework.engine.hooks.early_stopping import EarlyStoppingHook
 from framework.engine.hooks.evaluation import EvalHook
 from framework.engine.hooks.frozen_start import FrozenStartHook
 from framework.engine.hooks.hparams import HParamsHook
@@ -29,4 +31,4 @@ from framework.engine.hooks.logger import LoggerHook
 from framework.engine.hooks.lr import LRSchedulerHook
 
 __all__ = ["Hook", "every", "LoggerHook", "LRSchedulerHook", "EvalHook", "CheckpointHook", "HParamsHook",
-           "FrozenStartHook"]
+           "FrozenStartHook", "EarlyStoppingHook"]

@@ -62,7 +62,8 @@ class CheckpointHook(Hook):
             self._improved_at = trainer.iter
 
     def after_iter(self, trainer: Trainer) -> None:
-        save_iter = every(trainer, self.interval) or trainer.stop_signal is not None
+        stopping = trainer.stop_signal is not None or trainer.stop_reason is not None
+        save_iter = every(trainer, self.interval) or stopping
         save_best = self._improved_at == trainer.iter
         if not (save_iter or save_best):
             return

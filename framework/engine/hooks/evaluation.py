@@ -27,7 +27,7 @@ logger = logging.getLogger("framework")
 @HOOKS.register()
 class EvalHook(Hook):
     """Evaluates the task on `loader` with `metrics`; reports to the console, metrics.jsonl and
-    TensorBoard (`val/<metric>`, `val_per_class/<metric.class>`, metric images such as
+    the loggers (`val/<metric>`, `val_per_class/<metric.class>`, metric images such as
     `val/confusion_matrix`, and the task's visualisation of the first validation batch: the same
     samples at every evaluation, as the loader's order is fixed); then passes the metrics to
     every hook's after_eval."""
@@ -67,9 +67,9 @@ class EvalHook(Hook):
         refuse_nonfinite_weights(trainer.task.state_dict(), f"evaluation at iteration {trainer.iter}")
 
         def write_images(i: int, batch: dict, outputs: dict) -> None:
-            if i == 0 and self.num_images and trainer.writer is not None:
+            if i == 0 and self.num_images and trainer.loggers.takes_images:
                 for tag, image in trainer.task.visualize(batch, outputs, self.num_images).items():
-                    trainer.writer.add_image(f"val/{tag}", image, trainer.iter)
+                    trainer.loggers.log_image(f"val/{tag}", image, trainer.iter)
 
         try:
             metrics = evaluate(trainer.task, self.loader, self.metrics, trainer.device, on_batch=write_images)
@@ -82,15 +82,15 @@ class EvalHook(Hook):
     def _report(self, trainer: Trainer, metrics: dict[str, float]) -> None:
         line = "  ".join(f"{k} {v:.4f}" for k, v in summary_values(metrics).items()) or "no metrics configured"
         logger.info(f"val iter {trainer.iter}: {line}")
-        if trainer.writer is not None:
-            for key, value in metrics.items():
-                if not math.isnan(value):  # per-class values in a group of their own
-                    group = "val_per_class" if is_per_class(key) else "val"
-                    trainer.writer.add_scalar(f"{group}/{key}", value, trainer.iter)
-            for metric in self.metrics:
-                for tag, image in metric.images().items():
-                    trainer.writer.add_image(f"val/{tag}", image, trainer.iter)
-            trainer.writer.flush()
+        if trainer.loggers:
+            # per-class values in a group of their own
+            trainer.loggers.log_scalars({f"{'val_per_class' if is_per_class(key) else 'val'}/{key}": value
+                                         for key, value in metrics.items() if not math.isnan(value)}, trainer.iter)
+            if trainer.loggers.takes_images:
+                for metric in self.metrics:
+                    for tag, image in metric.images().items():
+                        trainer.loggers.log_image(f"val/{tag}", image, trainer.iter)
+            trainer.loggers.flush()
         record = {"iter": trainer.iter, "epoch": trainer.epoch, **json_safe(metrics)}
         with open(Path(trainer.work_dir) / "metrics.jsonl", "a", encoding="utf-8") as f:
             f.write(json.dumps(record) + "\n")

@@ -1,11 +1,11 @@
-"""HParamsHook (priority 45): the run's key settings and its metrics in TensorBoard's HPARAMS tab,
-so runs in one log folder compare side by side.
+"""HParamsHook (priority 45): the run's key settings and its metrics for every logger (TensorBoard's
+HPARAMS tab, MLflow parameters, csv/hparams.json), so runs compare side by side.
 
 Settings: the scalar values of `task` (types, sizes, loss weights), of the optimizer entries
 (type, lr, ...), the training batch size, iterations, accumulation, seed, AMP, processes.
 Metrics: every summary metric (`val/<name>`, its latest value) and, with `train.best_metric`,
 its best value so far (`best/<name>`). Written at the first evaluation (when the metric names
-are known) or at the end of a run that never evaluated.
+are known) or at the end of a run that never evaluated (unless it failed).
 """
 
 from __future__ import annotations
@@ -69,27 +69,26 @@ class HParamsHook(Hook):
         self.best, self._written = state.get("best"), bool(state.get("written"))
 
     def after_eval(self, trainer: Trainer, metrics: dict[str, float]) -> None:
-        if trainer.writer is None:
+        if not trainer.loggers:
             return
+        value = metrics.get(self.best_metric) if self.best_metric else None
+        counts = value is not None and not math.isnan(value) and trainer.iter > 0
+        if counts and improves(value, self.best, self.best_mode):
+            self.best = value
         if not self._written:
             self._write(trainer, summary_values(metrics))
-        value = metrics.get(self.best_metric) if self.best_metric else None
-        if value is not None and not math.isnan(value) and trainer.iter > 0:
-            if improves(value, self.best, self.best_mode):
-                self.best = value
-            trainer.writer.add_scalar(f"best/{self.best_metric}", self.best, trainer.iter)
+        if counts:
+            trainer.loggers.log_scalars({f"best/{self.best_metric}": self.best}, trainer.iter)
 
     def after_train(self, trainer: Trainer) -> None:
-        if trainer.writer is not None and not self._written:
+        # Not after an error: a full disk, say, would fail again in a logger's writer thread.
+        if trainer.loggers and not self._written and trainer.error is None:
             self._write(trainer, {})
 
     def _write(self, trainer: Trainer, summary: dict[str, float]) -> None:
-        from torch.utils.tensorboard.summary import hparams
-
         config = yaml.safe_load(trainer.config_text) if trainer.config_text else {}
-        metric_tags = {f"val/{name}": 0.0 for name in summary}
+        metric_tags = {f"val/{name}": value for name, value in summary.items()}
         if self.best_metric:
-            metric_tags[f"best/{self.best_metric}"] = 0.0
-        for summary_proto in hparams(key_settings(config or {}, get_world_size()), metric_tags):
-            trainer.writer.file_writer.add_summary(summary_proto)
+            metric_tags[f"best/{self.best_metric}"] = self.best  # None before a trained network was evaluated
+        trainer.loggers.log_hparams(key_settings(config or {}, get_world_size()), metric_tags)
         self._written = True

@@ -1,4 +1,4 @@
-"""LoggerHook (priority 10): losses, learning rates and timings to the console and TensorBoard."""
+"""LoggerHook (priority 10): losses, learning rates and timings to the console and the loggers."""
 
 from __future__ import annotations
 
@@ -106,17 +106,15 @@ class LoggerHook(Hook):
         logger.info("  ".join(parts))
         if self.bar is not None:
             self.bar.refresh()
-        if trainer.writer is not None:
+        if trainer.loggers:
             scalars = {**values, "data_time": data_time, "iter_time": iter_time}
             scalars.update({"lr" if len(lrs) == 1 else f"lr_{name}": lr for name, lr in lrs.items()})
             if trainer.optim.skip_nonfinite:
                 scalars["skipped_steps"] = trainer.optim.skipped_steps
-            for key, value in scalars.items():
-                trainer.writer.add_scalar(f"train/{key}", value, trainer.iter)
+            trainer.loggers.log_scalars({f"train/{key}": value for key, value in scalars.items()}, trainer.iter)
 
     def after_train(self, trainer: Trainer) -> None:
         if self.bar is not None:
             self.bar.close()
             self.bar = None
-        if trainer.writer is not None:
-            trainer.writer.flush()
+        trainer.loggers.flush()

@@ -1,0 +1,104 @@
+"""`mlflow`: one MLflow run per training run (an optional extra: `pip install -e '.[mlflow]'`,
+which installs mlflow-skinny).
+
+    loggers: [tensorboard, {type: mlflow, experiment: shapes, run_name: unet-r18}]
+
+Where it goes: `tracking_uri`, else the MLFLOW_TRACKING_URI environment variable, else a local
+file store in the work dir (`file://<work_dir>/mlruns`; open it with `mlflow ui
+--backend-store-uri <that uri>`). With the default nothing leaves the machine: the file store
+is plain files, and MLflow's usage telemetry is switched off (MLFLOW_DISABLE_TELEMETRY=true
+unless the environment sets it). MLflow 3 keeps its file store in maintenance mode and refuses
+it unless MLFLOW_ALLOW_FILE_STORE=true, which this logger sets for file: URIs (unless set).
+
+What it receives: every scalar (metric keys are the TensorBoard tags, characters MLflow does
+not take replaced by `_`), the evaluation images (artifacts under images/), the key settings as
+parameters, the resolved config as the artifact config.yaml. The run ends FINISHED, FAILED, or
+KILLED when a signal stopped it. A resumed training run continues the same MLflow run (its id
+is kept in <work_dir>/mlflow_run.json, with the tracking URI, null for the work dir's store); the steps after the checkpoint are logged again, and
+MLflow keeps both values of such a step in its history.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import time
+from pathlib import Path
+
+import torch
+
+from framework.checkpoint.files import atomic_write_bytes
+from framework.engine.loggers.base import RunLogger
+from framework.errors import ConfigError
+from framework.registry import LOGGERS
+
+RUN_RECORD = "mlflow_run.json"
+STATUS = {"finished": "FINISHED", "failed": "FAILED", "stopped": "KILLED"}
+
+
+def mlflow_key(tag: str) -> str:
+    """MLflow takes letters, digits, `_ - . / ` and spaces in metric and parameter names."""
+    return re.sub(r"[^\w\-. /]", "_", tag)
+
+
+@LOGGERS.register("mlflow")
+class MLflowLogger(RunLogger):
+    def __init__(self, tracking_uri: str | None = None, experiment: str | None = None,
+                 run_name: str | None = None, tags: dict | None = None):
+        if importlib.util.find_spec("mlflow") is None:
+            raise ConfigError("the mlflow logger needs MLflow: pip install -e '.[mlflow]' (or mlflow-skinny)")
+        self.tracking_uri, self.experiment, self.run_name = tracking_uri, experiment, run_name
+        self.tags = {str(k): str(v) for k, v in (tags or {}).items()}
+        self.client = None
+        self.run_id: str | None = None
+
+    def open(self, work_dir: Path, config_text: str, resumed_iter: int | None) -> None:
+        chosen = self.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI")  # None: the work dir's store
+        uri = chosen or (work_dir.resolve() / "mlruns").as_uri()
+        os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")  # before mlflow is imported
+        if uri.startswith("file:"):
+            os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
+        from mlflow.tracking import MlflowClient
+
+        self.client = MlflowClient(tracking_uri=uri)
+        record_path = work_dir / RUN_RECORD
+        record = json.loads(record_path.read_text()) if record_path.is_file() else {}
+        if resumed_iter is not None and record.get("run_id") and record.get("tracking_uri") == chosen:
+            self.run_id = record["run_id"]
+            self.client.update_run(self.run_id, status="RUNNING")
+            return
+        name = self.experiment or work_dir.name
+        found = self.client.get_experiment_by_name(name)
+        experiment_id = found.experiment_id if found else self.client.create_experiment(name)
+        run = self.client.create_run(experiment_id, run_name=self.run_name or work_dir.name, tags=self.tags)
+        self.run_id = run.info.run_id
+        # tracking_uri null: the store in the work dir, wherever the work dir is moved to
+        text = json.dumps({"tracking_uri": chosen, "experiment": name, "run_id": self.run_id})
+        atomic_write_bytes(record_path, lambda f: f.write(text.encode()))
+        self.client.log_text(self.run_id, config_text, "config.yaml")
+
+    def log_scalars(self, scalars: dict[str, float], step: int) -> None:
+        from mlflow.entities import Metric
+
+        now = int(time.time() * 1000)
+        metrics = [Metric(mlflow_key(tag), float(value), now, step) for tag, value in scalars.items()]
+        for start in range(0, len(metrics), 1000):  # MLflow's limit per batch
+            self.client.log_batch(self.run_id, metrics=metrics[start:start + 1000])
+
+    def log_image(self, tag: str, image: torch.Tensor, step: int) -> None:
+        array = (image.detach().float().clamp(0, 1).permute(1, 2, 0).cpu().numpy() * 255).round().astype("uint8")
+        self.client.log_image(self.run_id, array, key=mlflow_key(tag), step=step)
+
+    def log_hparams(self, settings: dict, metrics: dict[str, float]) -> None:
+        from mlflow.entities import Param
+        from mlflow.utils.validation import MAX_PARAM_VAL_LENGTH
+
+        params = [Param(mlflow_key(k), str(v)[:MAX_PARAM_VAL_LENGTH]) for k, v in settings.items()]
+        for start in range(0, len(params), 100):  # MLflow's limit per batch
+            self.client.log_batch(self.run_id, params=params[start:start + 100])
+
+    def close(self, status: str) -> None:
+        if self.run_id is not None:
+            self.client.set_terminated(self.run_id, STATUS[status])
