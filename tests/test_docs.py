@@ -71,7 +71,7 @@ def test_the_extending_page_trains_as_written(tmp_path):
     record = json.loads((tmp_path / "run" / "metrics.jsonl").read_text().splitlines()[-1])
     assert {"IoU.even", "IoU.odd"} <= record.keys()  # the dataset's class names
     assert "loss_confidence" in (tmp_path / "run" / "train.log").read_text()  # the task's own term
-    assert "loss_focal" in (tmp_path / "run" / "train.log").read_text()  # the loss's name
+    assert "loss_softmax_focal" in (tmp_path / "run" / "train.log").read_text()  # the loss's name
 
 
 def test_your_own_folders_config_trains_as_written(tmp_path, monkeypatch):

@@ -1,7 +1,7 @@
 """A user's own network and loss, joined to the framework with decorators only.
 
 The config lists this module in `custom_imports`, so it is imported (and these classes
-registered) before anything is built; then `type: TinyFCN` / `type: FocalLoss` just work.
+registered) before anything is built; then `type: TinyFCN` / `type: SoftmaxFocalLoss` just work.
 """
 
 import torch
@@ -30,10 +30,10 @@ class TinyFCN(nn.Module):
 
 
 @LOSSES.register()
-class FocalLoss(nn.Module):
+class SoftmaxFocalLoss(nn.Module):
     """Cross-entropy down-weighting easy pixels by (1 - p_true)^gamma (Lin et al., 2017)."""
 
-    name = "focal"
+    name = "softmax_focal"
 
     def __init__(self, gamma: float = 2.0, ignore_index: int = 255):
         super().__init__()
