@@ -2,6 +2,7 @@
 
 import shutil
 
+import numpy as np
 import pytest
 import torch
 
@@ -46,6 +47,24 @@ def test_cache_limit_caches_a_prefix_and_decodes_the_rest(voc):
                               "data.train", train=True)
     assert len(loader.dataset.decoded_cache.samples) == 2
     assert len(epoch(loader)) == 3  # the other 10 samples are still read from disk
+
+
+@pytest.mark.parametrize("samples_in_limit, cached", [(0.5, 0), (2.0, 2), (2.5, 2)])
+def test_past_the_cache_limit_every_sample_has_the_uncached_pixels(voc, samples_in_limit, cached):
+    """A limit of exactly two samples caches two; each of the 12 samples, cached or decoded per
+    access, holds the pixels, mask and name of the uncached loader's, batch by batch too."""
+    one_sample_mb = (32 * 32 * 3 + 32 * 32) / 2**20
+    plain = build_dataloader(section(voc), "data.train", train=True, seed=3)
+    limited = build_dataloader(section(voc, cache="memory", cache_limit_mb=samples_in_limit * one_sample_mb),
+                               "data.train", train=True, seed=3)
+    assert len(limited.dataset.decoded_cache.samples) == cached
+    for index in range(12):
+        ours, reference = limited.dataset.load_sample(index), plain.dataset.load_sample(index)
+        assert np.array_equal(ours[0], reference[0]) and np.array_equal(ours[1], reference[1]), index
+        assert ours[2] == reference[2]
+    for ours, reference in zip(epoch(limited, 1), epoch(plain, 1), strict=True):
+        assert torch.equal(ours["image"], reference["image"]) and torch.equal(ours["mask"], reference["mask"])
+        assert ours["name"] == reference["name"]
 
 
 def test_cached_arrays_are_read_only(voc):
