@@ -14,6 +14,7 @@ from framework.config.loading import check_config
 from framework.config.rules import Rule
 from framework.config.schema import DEFAULTS, LOAD_SPEC, SCHEMA
 from framework.errors import ConfigError
+from support import REPO, TINY_UNET, call_tool
 
 OPTIMIZER_NAME = "main"  # the name a walk gives an `each(...)` entry (optimizers.<name>)
 
@@ -90,3 +91,15 @@ def test_a_value_just_outside_the_range_is_one_error_naming_the_key(path, value)
     assert len(lines) == 1, lines
     assert lines[0].startswith(f"run.yaml: {key}: expected "), lines[0]
     assert lines[0].endswith(f"got {value!r}"), lines[0]
+
+
+@pytest.mark.parametrize("max_norm", ["0", "-1.0"])
+def test_train_refuses_clip_grad_max_norm_of_zero_or_less(tmp_path, max_norm):
+    """clip_grad.max_norm 0 would zero every gradient; a negative one is meaningless."""
+    result = call_tool("train", "--config", REPO / "configs/segmentation/unet_shapes.yaml", "--work-dir",
+                       tmp_path / "wd", *TINY_UNET, "data.train.num_workers=0", "train.max_iters=1",
+                       "train.val_interval=0", f"+optim.clip_grad={{max_norm: {max_norm}}}")  # tiny, if accepted
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].endswith(f"optim.clip_grad.max_norm: expected a number > 0, got {max_norm}")
+    assert not (tmp_path / "wd").exists()  # refused before anything is written
