@@ -6,11 +6,11 @@ import math
 
 import pytest
 import torch
+from test_optim import lrs_of
 
 import framework  # noqa: F401  (fills the registries)
 from framework.errors import ConfigError
 from framework.optim.schedulers import WarmupCosineLR, WarmupLR, WarmupMultiStepLR, WarmupPolyLR
-from test_optim import lrs_of
 
 DECAYS = {  # type -> (its required keywords, decay(it) by hand with its defaults, max_iters 10)
     "WarmupLR": ({}, lambda it: 1.0),
