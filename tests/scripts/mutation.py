@@ -29,10 +29,10 @@ REPO = Path(__file__).resolve().parents[2]
 # Keep each selection to tests that take seconds: every mutant runs the tests that reach it.
 MODULES: dict[str, tuple[str, list[str]]] = {
     "optim.optimizers": ("framework/optim/optimizers.py", [
-        "tests/test_optim.py", "tests/test_amp.py", "tests/test_nonfinite.py",
+        "tests/test_optim.py", "tests/test_optim_step.py", "tests/test_amp.py", "tests/test_nonfinite.py",
         "-k", "not quickstart and not float16_scale_backs_off and not tool and not rank and not raise_stops "
               "and not skip_skips and not too_many"]),
-    "optim.schedulers": ("framework/optim/schedulers.py", ["tests/test_optim.py"]),
+    "optim.schedulers": ("framework/optim/schedulers.py", ["tests/test_schedulers.py", "tests/test_optim.py"]),
     "checkpoint.files": ("framework/checkpoint/files.py", ["tests/test_checkpoints.py"]),
     "engine.resume": ("framework/engine/resume.py", ["tests/test_resume.py"]),
     "engine.random_state": ("framework/engine/random_state.py", ["tests/test_resume.py"]),
