@@ -27,7 +27,8 @@ setup(
         # huggingface_hub (timm's own dependency) finds `encoder_weights: timm` in its local cache
         "timm": ["timm>=1.0", "huggingface_hub>=0.20"],
         "dev": ["pytest>=7.4", "torchmetrics>=1.3", "ruff>=0.6", "onnx>=1.15", "onnxruntime>=1.17", "timm>=1.0",
-                "huggingface_hub>=0.20"],
+                "huggingface_hub>=0.20",
+                "mutmut>=3.8,<4"],  # mutation testing: tests/scripts/mutation.py, docs/incoming/issue27.md
         "fid": ["torch-fidelity>=0.3"],  # FID's default extractor (framework/metrics/image.py)
     },
 )

@@ -35,7 +35,7 @@ MODULES: dict[str, tuple[str, list[str]]] = {
     "optim.schedulers": ("framework/optim/schedulers.py", ["tests/test_schedulers.py", "tests/test_optim.py"]),
     "checkpoint.files": ("framework/checkpoint/files.py", ["tests/test_checkpoints.py"]),
     "engine.resume": ("framework/engine/resume.py", ["tests/test_resume.py"]),
-    "engine.random_state": ("framework/engine/random_state.py", ["tests/test_resume.py"]),
+    "engine.random_state": ("framework/engine/random_state.py", ["tests/test_random_state.py"]),
     "engine.workdir": ("framework/engine/workdir.py", ["tests/test_workdir.py"]),
     "checkpoint.partial_load": ("framework/checkpoint/partial_load.py", ["tests/test_checkpoints.py"]),
     "data.cache": ("framework/data/cache.py", ["tests/test_data_cache.py"]),
@@ -47,7 +47,7 @@ MODULES: dict[str, tuple[str, list[str]]] = {
                                                        "-k", "not refuses_clip_grad"]),
 }
 
-COPIED = ["framework", "tests", "benchmarks", "configs", "pytest.ini", "setup.py"]
+COPIED = ["framework", "tests", "benchmarks", "configs", "tools", "projects", "pytest.ini", "setup.py"]
 
 
 def scratch_copy(module: str) -> Path:
