@@ -42,6 +42,20 @@ def test_seeding_sets_every_generator():
     assert draws() != first
 
 
+def test_a_seed_past_numpys_range_wraps_for_numpy_only():
+    """Any seed >= 0 is valid (train.seed); numpy takes seeds below 2**32, so it gets seed % 2**32."""
+    seed_everything(2**32 + 5)
+    ours = (np.random.rand(), torch.rand(1).item(), random.random())
+    np.random.seed(5), torch.manual_seed(2**32 + 5), random.seed(2**32 + 5)
+    assert ours == (np.random.rand(), torch.rand(1).item(), random.random())
+
+
+def test_the_numpy_state_is_stored_as_int64():
+    """The checkpoint format (tests/data holds a 0.2.0 checkpoint): numpy's key as an int64 tensor."""
+    state = rng_state()
+    assert state["numpy"].dtype == torch.int64 and state["numpy"].shape == (624,)
+
+
 @pytest.fixture
 def deterministic_restored():
     before = torch.are_deterministic_algorithms_enabled(), torch.backends.cudnn.deterministic, \
