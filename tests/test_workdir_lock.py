@@ -130,3 +130,20 @@ def test_a_busy_folder_is_refused_before_overwrite_moves_it(tmp_path, live_pid):
         with claim_work_dir(work_dir, resuming=False, overwrite=True):
             pass
     assert (work_dir / "metrics.jsonl").exists() and [p.name for p in tmp_path.iterdir()] == ["wd"]
+
+
+def test_a_work_dir_that_cannot_be_created_is_one_clear_error(tmp_path):
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(ConfigError) as raised:
+        with claim_work_dir(tmp_path / "file" / "wd", resuming=False):
+            pass
+    assert str(raised.value) == f"work dir {tmp_path / 'file' / 'wd'}: cannot create it: Not a directory"
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs Linux's /proc")
+def test_a_folder_where_no_file_can_be_created_is_one_clear_error():
+    """/proc/self exists (so no mkdir error) but refuses new files, for root too."""
+    with pytest.raises(ConfigError) as raised:
+        with claim_work_dir("/proc/self", resuming=True):
+            pass
+    assert str(raised.value) == "work dir /proc/self: cannot write there: No such file or directory"
