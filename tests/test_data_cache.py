@@ -1,12 +1,15 @@
 """`cache: memory` (decoded samples kept in RAM) and `num_workers: auto`."""
 
+import logging
 import shutil
+import time
 
 import numpy as np
 import pytest
 import torch
 
 from benchmarks.folder_data import make_voc
+from framework.data.cache import cache_in_memory
 from framework.data.loader import auto_workers, build_dataloader
 from framework.errors import ConfigError
 
@@ -90,3 +93,54 @@ def test_auto_workers_leave_small_cpus_to_the_compute():
     assert auto_workers(cpu, cached=True, cores=32) == 0  # only augmentation left to do
     assert auto_workers(cpu, cached=False, cores=16) == 4
     assert auto_workers(cuda, cached=False, cores=2) == 1 and auto_workers(cuda, cached=True, cores=32) == 8
+
+
+def test_the_log_says_how_much_was_cached_and_when_the_limit_stopped_it(tmp_path, caplog):
+    voc = make_voc(tmp_path / "voc", count=4, size=128)
+    one_sample = 128 * 128 * 3 + 128 * 128
+    with caplog.at_level(logging.INFO, logger="framework"):
+        start = time.perf_counter()
+        loader = build_dataloader(section(voc, cache="memory"), "data.train", train=True)
+        elapsed = time.perf_counter() - start
+        build_dataloader(section(voc, cache="memory", cache_limit_mb=2.5 * one_sample / 2**20), "data.val",
+                         train=False)
+    lines = [r.getMessage() for r in caplog.records if "decoded samples" in r.getMessage()]
+    assert lines[0].startswith(f"data.train: cached 4 of 4 decoded samples, {4 * one_sample / 2**20:.1f} MB in ")
+    assert lines[0].endswith("s")  # no note: everything fits
+    assert lines[1].startswith(f"data.val: cached 2 of 4 decoded samples, {2 * one_sample / 2**20:.1f} MB in ")
+    assert lines[1].endswith(f" (cache_limit_mb {2.5 * one_sample / 2**20} reached: the rest are decoded per step)")
+    assert 0 <= loader.dataset.decoded_cache.seconds <= elapsed
+
+
+class NoLoaderMethod(torch.utils.data.Dataset):
+    """A user's dataset with only __getitem__: nothing the cache can stand in for."""
+
+    def __len__(self):
+        return 2
+
+    def __getitem__(self, index):
+        return {"image": torch.zeros(3, 4, 4)}
+
+
+class ImagesOnly(NoLoaderMethod):
+    """Only `load_image` (the base of unlabelled image folders), no load_sample/load_pair."""
+
+    def load_image(self, index):
+        return np.full((4, 4, 3), index, np.uint8), f"{index}.png"
+
+
+def test_the_cache_needs_a_loader_method_and_finds_load_image():
+    with pytest.raises(ConfigError) as raised:
+        cache_in_memory(NoLoaderMethod(), "memory", 10, "data.train")
+    assert str(raised.value) == ("cache: memory needs a dataset with one of load_sample, load_pair, load_image(index) "
+                                 "(the bases in framework/data); NoLoaderMethod has none")
+    dataset = cache_in_memory(ImagesOnly(), "memory", 10, "data.train")
+    assert dataset.decoded_cache.method == "load_image" and len(dataset.decoded_cache.samples) == 2
+    assert dataset.load_image(1)[0][0, 0, 0] == 1 and dataset.load_image(1)[1] == "1.png"
+
+
+@pytest.mark.parametrize("limit", [True, "10", 0, -1.0])
+def test_cache_limit_must_be_a_positive_number(limit):
+    with pytest.raises(ConfigError) as raised:
+        cache_in_memory(ImagesOnly(), "memory", limit, "data.train")
+    assert str(raised.value) == f"data.train.cache_limit_mb: must be a positive number, got {limit!r}"
