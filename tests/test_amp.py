@@ -125,3 +125,25 @@ def test_float16_scale_backs_off_at_an_inf_step_and_survives_a_resume(tmp_path):
     assert state["optim"]["scaler"] == at_4["optim"]["scaler"]
     for key, value in at_4["task"].items():
         torch.testing.assert_close(state["task"][key], value, atol=0, rtol=0, msg=named(key))
+
+
+def test_the_scale_is_updated_once_per_iteration_with_two_optimizers():
+    """One GradScaler, two optimizers: `scaler.update()` runs once per iteration, in
+    end_iteration(). An overflow in both networks' gradients halves the scale once (1024 -> 512,
+    not 256), and with growth_interval 2 the scale doubles after two good iterations, not one."""
+    task = TwoNets()
+    scaler = torch.amp.GradScaler("cpu", init_scale=1024.0, growth_interval=2)
+    optim = two_optimizers(task, scaler)
+    x = torch.randn(8, 4)
+    for name in ("discriminator", "generator"):
+        optim.update(getattr(task, name)(x).sum() * float("inf"), name)
+    optim.end_iteration()
+    assert (scaler.get_scale(), scaler.state_dict()["_growth_tracker"]) == (512.0, 0)
+
+    scales = []
+    for _ in range(2):
+        for name in ("discriminator", "generator"):
+            optim.update(getattr(task, name)(x).pow(2).mean(), name)
+        optim.end_iteration()
+        scales.append(scaler.get_scale())
+    assert scales == [512.0, 1024.0]

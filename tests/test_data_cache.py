@@ -2,12 +2,14 @@
 
 import logging
 import shutil
+import time
 
+import numpy as np
 import pytest
 import torch
 
 from benchmarks.folder_data import make_voc
-from framework.data.cache import auto_budget_mb
+from framework.data.cache import auto_budget_mb, cache_in_memory
 from framework.data.loader import auto_workers, build_dataloader
 from framework.data.shapes import SyntheticShapes
 from framework.errors import ConfigError
@@ -50,6 +52,24 @@ def test_cache_limit_caches_a_prefix_and_decodes_the_rest(voc):
                               "data.train", train=True)
     assert len(loader.dataset.decoded_cache.samples) == 2
     assert len(epoch(loader)) == 3  # the other 10 samples are still read from disk
+
+
+@pytest.mark.parametrize("samples_in_limit, cached", [(0.5, 0), (2.0, 2), (2.5, 2)])
+def test_past_the_cache_limit_every_sample_has_the_uncached_pixels(voc, samples_in_limit, cached):
+    """A limit of exactly two samples caches two; each of the 12 samples, cached or decoded per
+    access, holds the pixels, mask and name of the uncached loader's, batch by batch too."""
+    one_sample_mb = (32 * 32 * 3 + 32 * 32) / 2**20
+    plain = build_dataloader(section(voc), "data.train", train=True, seed=3)
+    limited = build_dataloader(section(voc, cache="memory", cache_limit_mb=samples_in_limit * one_sample_mb),
+                               "data.train", train=True, seed=3)
+    assert len(limited.dataset.decoded_cache.samples) == cached
+    for index in range(12):
+        ours, reference = limited.dataset.load_sample(index), plain.dataset.load_sample(index)
+        assert np.array_equal(ours[0], reference[0]) and np.array_equal(ours[1], reference[1]), index
+        assert ours[2] == reference[2]
+    for ours, reference in zip(epoch(limited, 1), epoch(plain, 1), strict=True):
+        assert torch.equal(ours["image"], reference["image"]) and torch.equal(ours["mask"], reference["mask"])
+        assert ours["name"] == reference["name"]
 
 
 def test_cached_arrays_are_read_only(voc):
@@ -115,3 +135,52 @@ def test_cache_auto_leaves_datasets_it_cannot_cache_alone(monkeypatch):
 def test_cache_auto_budget_is_a_quarter_of_available_memory_shared_by_processes():
     assert auto_budget_mb(4096, available_mb=8000, processes=2) == 1000
     assert auto_budget_mb(500, available_mb=8000, processes=1) == 500  # cache_limit_mb caps it
+def test_the_log_says_how_much_was_cached_and_when_the_limit_stopped_it(tmp_path, caplog):
+    voc = make_voc(tmp_path / "voc", count=4, size=128)
+    one_sample = 128 * 128 * 3 + 128 * 128
+    with caplog.at_level(logging.INFO, logger="framework"):
+        start = time.perf_counter()
+        loader = build_dataloader(section(voc, cache="memory"), "data.train", train=True)
+        elapsed = time.perf_counter() - start
+        build_dataloader(section(voc, cache="memory", cache_limit_mb=2.5 * one_sample / 2**20), "data.val",
+                         train=False)
+    lines = [r.getMessage() for r in caplog.records if "decoded samples" in r.getMessage()]
+    assert lines[0].startswith(f"data.train: cached 4 of 4 decoded samples, {4 * one_sample / 2**20:.1f} MB in ")
+    assert lines[0].endswith("s")  # no note: everything fits
+    assert lines[1].startswith(f"data.val: cached 2 of 4 decoded samples, {2 * one_sample / 2**20:.1f} MB in ")
+    assert lines[1].endswith(f" (cache_limit_mb {2.5 * one_sample / 2**20} reached: the rest are decoded per step)")
+    assert 0 <= loader.dataset.decoded_cache.seconds <= elapsed
+
+
+class NoLoaderMethod(torch.utils.data.Dataset):
+    """A user's dataset with only __getitem__: nothing the cache can stand in for."""
+
+    def __len__(self):
+        return 2
+
+    def __getitem__(self, index):
+        return {"image": torch.zeros(3, 4, 4)}
+
+
+class ImagesOnly(NoLoaderMethod):
+    """Only `load_image` (the base of unlabelled image folders), no load_sample/load_pair."""
+
+    def load_image(self, index):
+        return np.full((4, 4, 3), index, np.uint8), f"{index}.png"
+
+
+def test_the_cache_needs_a_loader_method_and_finds_load_image():
+    with pytest.raises(ConfigError) as raised:
+        cache_in_memory(NoLoaderMethod(), "memory", 10, "data.train")
+    assert str(raised.value) == ("cache: memory needs a dataset with one of load_sample, load_pair, load_image(index) "
+                                 "(the bases in framework/data); NoLoaderMethod has none")
+    dataset = cache_in_memory(ImagesOnly(), "memory", 10, "data.train")
+    assert dataset.decoded_cache.method == "load_image" and len(dataset.decoded_cache.samples) == 2
+    assert dataset.load_image(1)[0][0, 0, 0] == 1 and dataset.load_image(1)[1] == "1.png"
+
+
+@pytest.mark.parametrize("limit", [True, "10", 0, -1.0])
+def test_cache_limit_must_be_a_positive_number(limit):
+    with pytest.raises(ConfigError) as raised:
+        cache_in_memory(ImagesOnly(), "memory", limit, "data.train")
+    assert str(raised.value) == f"data.train.cache_limit_mb: must be a positive number, got {limit!r}"

@@ -7,6 +7,9 @@ import pytest
 import torch
 
 from framework.checkpoint import files as ckpt
+from framework.engine.nonfinite import NonFiniteGuard
+from framework.errors import NonFiniteError
+from framework.optim.optimizers import build_optimizers
 from support import REPO, TINY_UNET, call_tool, run_forked_tool, run_torchrun
 
 CONFIG = REPO / "configs/segmentation/unet_shapes.yaml"
@@ -86,3 +89,53 @@ def test_test_tool_refuses_a_checkpoint_with_nonfinite_weights(tmp_path):
                        *TINY_UNET)
     assert result.returncode == 2
     assert f"nan.pth: the weights are not finite (NaN or inf in {key}" in result.stderr
+
+
+@pytest.mark.parametrize("bad", [float("inf"), float("-inf"), float("nan")])
+def test_raise_policy_stops_at_an_infinite_loss_too(bad):
+    """`raise` checks isfinite, not only isnan: an inf loss diverges as surely as a NaN."""
+    guard = NonFiniteGuard("raise")
+    guard.observe(1, {"loss": torch.tensor(0.5), "loss_aux": torch.tensor(0.1)})
+    guard.observe(2, {"loss": torch.tensor(0.4), "loss_aux": torch.tensor(bad)})
+    guard.observe(3, {"loss": torch.tensor(bad), "loss_aux": torch.tensor(0.1)})
+    with pytest.raises(NonFiniteError, match=r"^training diverged: loss_aux not finite at iteration 2 "
+                                             r"\(stopped at iteration 3;"):
+        guard.check(3)
+
+
+def test_raise_policy_passes_finite_losses():
+    guard = NonFiniteGuard("raise")
+    guard.observe(1, {"loss": torch.tensor(3.0e38), "loss_aux": 0.25})  # large but finite; a float term
+    guard.check(1)
+
+
+class Linear(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.net = torch.nn.Linear(3, 1)
+
+
+@pytest.mark.parametrize("bad_micro_batch", [0, 1])
+def test_skip_policy_with_accumulation_skips_a_step_whose_first_micro_batch_is_nan(bad_micro_batch):
+    """train.accumulate: 2 and nan_policy: skip. A NaN in either micro-batch poisons the
+    accumulated gradient, so the step is skipped whichever micro-batch it was in; the next
+    step (both finite) applies exactly the mean of its two micro-batches' gradients."""
+    task = Linear()
+    optim = build_optimizers({"optim": {"type": "SGD", "lr": 0.5}}, task, max_iters=4, skip_nonfinite=True)
+    before = [p.detach().clone() for p in task.parameters()]
+    x = torch.ones(2, 3)
+    for index in range(2):
+        with optim.micro_step(index, 2):
+            loss = task.net(x).sum()
+            optim.update(loss * float("nan") if index == bad_micro_batch else loss)
+    assert optim.end_iteration() is True and optim.skipped_steps == 1
+    assert all(torch.equal(a, b) for a, b in zip(before, task.parameters()))
+
+    for index in range(2):  # a finite step: mean of the two micro-batch gradients (each d(sum)/dw = 2x)
+        with optim.micro_step(index, 2):
+            optim.update(task.net(x * (index + 1)).sum())
+    assert optim.end_iteration() is False and optim.skipped_steps == 1
+    weight, bias = before
+    torch.testing.assert_close(task.net.weight, weight - 0.5 * (2 * 1 + 2 * 2) / 2 * torch.ones(1, 3))
+    torch.testing.assert_close(task.net.bias, bias - 0.5 * torch.tensor([2.0]))

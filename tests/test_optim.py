@@ -107,3 +107,34 @@ def test_fused_default_steps_like_torchs_default_and_skips_optimizers_without_a_
     assert all(not torch.equal(a, b) for a, b in zip(fused.parameters(), start))  # it did train
     rmsprop = build_optimizers({"optim": {"type": "RMSprop", "lr": 0.1}}, TwoNets(), max_iters=1)
     assert "fused" not in rmsprop.optimizers["main"].defaults
+
+
+def lrs_of(scheduler_node, iterations, base_lr=1.0, max_iters=10):
+    task = TwoNets()
+    optim = build_optimizers({"optim": {"type": "SGD", "lr": base_lr, "scheduler": scheduler_node}}, task, max_iters)
+    lrs = []
+    for _ in range(iterations):
+        lrs.append(optim.lrs()["main"])
+        optim.optimizers["main"].step()  # (no gradients: a no-op) keeps torch's order check quiet
+        optim.step_schedulers()
+    return lrs
+
+
+@pytest.mark.parametrize("warmup, expected", [
+    # lr(it) = base_lr * factor(it); warmup_iters 4, warmup_factor 0.2
+    ("constant", [0.2, 0.2, 0.2, 0.2, 1.0, 1.0]),  # the factor until warmup_iters, then 1
+    ("linear", [0.2, 0.4, 0.6, 0.8, 1.0, 1.0]),  # 0.2 + 0.8 * it / 4
+    (None, [1.0] * 6),
+])
+def test_warmup_kinds_give_their_learning_rate_at_each_iteration(warmup, expected):
+    lrs = lrs_of({"type": "WarmupLR", "warmup": warmup, "warmup_iters": 4, "warmup_factor": 0.2}, 6)
+    assert lrs == pytest.approx(expected, abs=1e-12)
+
+
+def test_warmup_then_poly_decay_by_hand():
+    """WarmupPolyLR: lr(it) = base * warmup(it) * max((1 - it/max_iters)^power, min_lr_ratio)."""
+    lrs = lrs_of({"type": "WarmupPolyLR", "warmup": "constant", "warmup_iters": 2, "warmup_factor": 0.5,
+                  "power": 2.0, "min_lr_ratio": 0.1}, 11, base_lr=0.1)
+    expected = [0.1 * (0.5 if it < 2 else 1.0) * max((1 - it / 10) ** 2, 0.1) for it in range(11)]
+    assert lrs == pytest.approx(expected, abs=1e-12)
+    assert lrs[1] == pytest.approx(0.1 * 0.5 * 0.81) and lrs[9] == pytest.approx(0.1 * 0.1)

@@ -5,7 +5,9 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 import cv2
 import numpy as np
@@ -13,6 +15,8 @@ import pytest
 import torch
 
 from framework.checkpoint import files as ckpt
+from framework.engine.workdir import _refuse_if_locked
+from framework.errors import ConfigError
 from support import REPO, TINY_UNET, call_tool, fork_tool, run_forked_tool
 
 CONFIG = REPO / "configs/segmentation/unet_shapes.yaml"
@@ -117,3 +121,56 @@ def test_a_failed_evaluation_keeps_the_iterations_training(tmp_path):
     assert all(torch.isfinite(v).all() for v in state["task"].values() if v.is_floating_point())
     assert "continue with --resume" in result.stdout
     assert os.path.exists(tmp_path / "wd/checkpoints/latest")
+
+
+def another_users_process() -> int:
+    """pid 1 (owned by root in a container or a VM)."""
+    return 1
+
+
+def _check_lock_as_nobody(work_dir: str, answer) -> None:
+    """In a forked child: become `nobody`, then check the lock; write what happened to `answer`."""
+    try:
+        if os.geteuid() == 0:
+            os.setgid(65534)
+            os.setuid(65534)
+        try:
+            os.kill(another_users_process(), 0)
+            answer.write("precondition: signalling pid 1 was allowed")
+            return
+        except PermissionError:
+            pass
+        try:
+            _refuse_if_locked(Path(work_dir))
+            answer.write("free")
+        except ConfigError as err:
+            answer.write(f"refused: {err}")
+    except BaseException as err:  # noqa: BLE001 - reported to the parent, which fails the test
+        answer.write(f"error: {err!r}")
+
+
+def test_a_lock_held_by_another_users_live_process_refuses():
+    """os.kill(pid, 0) raises PermissionError for a live process of another user: that process
+    is alive, and the folder is busy. Tests usually run as root (which may signal anything), so
+    the check runs in a forked child that dropped to the `nobody` user."""
+    if os.geteuid() != 0 and os.stat("/proc/1").st_uid == os.geteuid():
+        pytest.skip("pid 1 is ours and we cannot change user")
+    with tempfile.TemporaryDirectory() as folder:
+        os.chmod(folder, 0o755)  # readable by nobody (pytest's tmp_path is not)
+        work_dir = Path(folder) / "wd"
+        work_dir.mkdir()
+        (work_dir / ".lock").write_text(lock_of(another_users_process()))
+        os.chmod(work_dir / ".lock", 0o644)
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child
+            os.close(read)
+            with os.fdopen(write, "w") as answer:
+                _check_lock_as_nobody(str(work_dir), answer)
+            os._exit(0)
+        os.close(write)
+        with os.fdopen(read) as answer:
+            said = answer.read()
+        _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert said.startswith("refused: work dir") and "is in use by another run (pid 1," in said, said

@@ -4,6 +4,10 @@ A rule is called as `rule(value, key, errors)`: it appends one `key: ...` line p
 `errors` (so every mistake of a config is reported at once) and returns the value to keep
 (an integral float becomes an int: `max_iters: 1e4` means 10000). `expects` says in words
 what the rule accepts; it is what an error line shows next to the value it got.
+
+Ranged and choice rules also list their boundary: `inside` (values just within the range, every
+choice) and `outside` (values just past it, a near-miss choice). tests/test_config_ranges.py
+walks SCHEMA and tries both for every key, so a new ranged key is tested without a new test.
 """
 
 from __future__ import annotations
@@ -25,8 +29,10 @@ def shown(value: Any, limit: int = 60) -> str:
 class Rule:
     """A leaf rule: `test(value)` says whether `value` is acceptable, after `convert`."""
 
-    def __init__(self, expects: str, test: Callable[[Any], bool], convert: Callable[[Any], Any] = lambda v: v):
+    def __init__(self, expects: str, test: Callable[[Any], bool], convert: Callable[[Any], Any] = lambda v: v,
+                 inside: tuple = (), outside: tuple = ()):
         self.expects, self.test, self.convert = expects, test, convert
+        self.inside, self.outside = inside, outside  # the boundary, for tests (module docstring)
 
     def accepts(self, value: Any) -> bool:
         return self.test(self.convert(value))
@@ -48,21 +54,26 @@ def _integral(value: Any) -> Any:
 
 def integer(min: int) -> Rule:
     return Rule(f"an integer >= {min}", lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= min,
-                convert=_integral)
+                convert=_integral, inside=(min,), outside=(min - 1,))
 
 
 def number(min: float | None = None, above: float | None = None, max: float | None = None) -> Rule:
     bounds = [f">= {min:g}" if min is not None else "", f"> {above:g}" if above is not None else "",
               f"<= {max:g}" if max is not None else ""]
+    # the boundary: the bound itself where it is allowed, the next float past it where it is not
+    inside = [b for b in (min, max) if b is not None] + ([math.nextafter(above, math.inf)] if above is not None else [])
+    outside = ([math.nextafter(min, -math.inf)] if min is not None else []) + ([above] if above is not None else []) \
+        + ([math.nextafter(max, math.inf)] if max is not None else [])
     return Rule(" ".join(["a number", *filter(None, bounds)]),
                 lambda v: _is_number(v) and (min is None or v >= min) and (above is None or v > above)
-                and (max is None or v <= max))
+                and (max is None or v <= max), inside=tuple(inside), outside=tuple(outside))
 
 
 def one_of(*choices: Any) -> Rule:
+    near_misses = tuple(c + "_" for c in choices if isinstance(c, str))  # "skip_" for "skip"
     return Rule(" or ".join(repr(c) if isinstance(c, str) else str(c).lower() for c in choices),
                 lambda v: any(v is c if isinstance(c, bool) or c is None else v == c and not isinstance(v, bool)
-                              for c in choices))
+                              for c in choices), inside=choices, outside=near_misses)
 
 
 boolean = Rule("true or false", lambda v: isinstance(v, bool))
@@ -83,7 +94,11 @@ def optional(rule) -> Callable:
 
 
 def any_of(*rules: Rule) -> Rule:
-    return Rule(" or ".join(r.expects for r in rules), lambda v: any(r.accepts(v) for r in rules))
+    def accepted(v):
+        return any(r.accepts(v) for r in rules)
+    return Rule(" or ".join(r.expects for r in rules), accepted,
+                inside=tuple(v for r in rules for v in r.inside),
+                outside=tuple(v for r in rules for v in r.outside if not accepted(v)))
 
 
 def list_of(rule) -> Callable:
@@ -92,7 +107,7 @@ def list_of(rule) -> Callable:
             errors.append(f"{key}: expected a list, got {shown(value)}")
             return value
         return [rule(item, f"{key}[{i}]", errors) for i, item in enumerate(value)]
-    check.expects = "a list"
+    check.expects, check.inner = "a list", rule
     return check
 
 

@@ -80,7 +80,7 @@ DEFAULTS: dict[str, Any] = {
 # interpolation) before anything is built; every mistake is reported, one line each.
 LOADER = section({"dataset": node, "batch_size": integer(1), "num_workers": any_of(integer(0), one_of("auto")),
                    "shuffle": boolean, "pin_memory": one_of(True, False, "auto"), "persistent_workers": boolean,
-                   "cache": optional(one_of("memory", "auto")), "cache_limit_mb": number(min=0)}, required=("dataset",))
+                   "cache": optional(one_of("memory", "auto")), "cache_limit_mb": number(above=0)}, required=("dataset",))
 CLIP_GRAD = section({"max_norm": number(above=0), "norm_type": number(above=0), "error_if_nonfinite": boolean,
                       "foreach": optional(boolean)}, required=("max_norm",))
 OPTIMIZER = section({"type": string, "lr": number(above=0), "weight_decay": number(min=0),

@@ -1,0 +1,99 @@
+"""Mutation testing of one core module with mutmut 3.x, against the fast tests that cover it.
+
+    pip install -e .[dev]                                   # mutmut is in the dev extra
+    python tests/scripts/mutation.py optim.optimizers       # one module (see MODULES)
+    python tests/scripts/mutation.py --list
+
+mutmut 3 mutates a copy of the sources in `mutants/` and runs the tests from there, so one
+configuration covers one selection of tests. This script makes a scratch copy of the
+repository per module (.mutmut/<module>/, git-ignored), writes the module and its tests into
+the scratch copy's setup.cfg [mutmut] section (the base settings are this repository's
+setup.cfg), and runs `mutmut run` there with one worker (the machine is shared). Results stay
+in the scratch folder: `cd .mutmut/<module> && mutmut results` / `mutmut show <mutant>`.
+Known survivors, killed or explained, are listed in tests/MUTATION.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import configparser
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+# module -> (its file, the fast tests that cover it: pytest arguments for mutmut's stats run).
+# Keep each selection to tests that take seconds: every mutant runs the tests that reach it.
+MODULES: dict[str, tuple[str, list[str]]] = {
+    "optim.optimizers": ("framework/optim/optimizers.py", [
+        "tests/test_optim.py", "tests/test_optim_step.py", "tests/test_amp.py", "tests/test_nonfinite.py",
+        "-k", "not quickstart and not float16_scale_backs_off and not tool and not rank and not raise_stops "
+              "and not skip_skips and not too_many"]),
+    "optim.schedulers": ("framework/optim/schedulers.py", ["tests/test_schedulers.py", "tests/test_optim.py"]),
+    "checkpoint.files": ("framework/checkpoint/files.py", ["tests/test_checkpoints.py"]),
+    "engine.resume": ("framework/engine/resume.py", ["tests/test_resume.py"]),
+    "engine.random_state": ("framework/engine/random_state.py", ["tests/test_random_state.py"]),
+    "engine.workdir": ("framework/engine/workdir.py", ["tests/test_workdir_lock.py", "tests/test_workdir.py",
+                                                       "-k", "workdir_lock or another_user"]),
+    "checkpoint.partial_load": ("framework/checkpoint/partial_load.py", ["tests/test_checkpoints.py"]),
+    "data.cache": ("framework/data/cache.py", ["tests/test_data_cache.py"]),
+    "metrics.segmentation": ("framework/metrics/segmentation.py", ["tests/test_metrics.py"]),
+    "metrics.base": ("framework/metrics/base.py", ["tests/test_metrics.py"]),
+    "config.rules": ("framework/config/rules.py", ["tests/test_config_ranges.py", "tests/test_config.py",
+                                                   "-k", "not refuses_clip_grad"]),
+    "config.loading": ("framework/config/loading.py", ["tests/test_config.py", "tests/test_config_ranges.py",
+                                                       "-k", "not refuses_clip_grad"]),
+}
+
+COPIED = ["framework", "tests", "benchmarks", "configs", "tools", "projects", "pytest.ini", "setup.py"]
+
+
+def scratch_copy(module: str) -> Path:
+    """A fresh copy of the repository's sources and tests with the module's mutmut section."""
+    path, tests = MODULES[module]
+    scratch = REPO / ".mutmut" / module
+    if scratch.exists():
+        shutil.rmtree(scratch)
+    scratch.mkdir(parents=True)
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    for name in COPIED:
+        source = REPO / name
+        if source.is_dir():
+            shutil.copytree(source, scratch / name, ignore=ignore)
+        else:
+            shutil.copy2(source, scratch / name)
+    config = configparser.ConfigParser()
+    config.read(REPO / "setup.cfg")
+    config["mutmut"]["only_mutate"] = path
+    config["mutmut"]["pytest_add_cli_args_test_selection"] = "\n" + "\n".join(tests)
+    with open(scratch / "setup.cfg", "w") as f:
+        config.write(f)
+    return scratch
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("module", nargs="?", choices=sorted(MODULES))
+    parser.add_argument("--list", action="store_true", help="the modules and their tests")
+    parser.add_argument("--max-children", type=int, default=1, help="mutants tested at once (default 1)")
+    args = parser.parse_args()
+    if args.list or not args.module:
+        for name, (path, tests) in MODULES.items():
+            print(f"{name:26} {path:40} {' '.join(tests)}")
+        return 0
+    scratch = scratch_copy(args.module)
+    env = {**os.environ, "PYTHONPATH": "", "OMP_NUM_THREADS": "1"}  # the mutated copy, not an install
+    mutmut = shutil.which("mutmut") or "mutmut"
+    code = subprocess.call([mutmut, "run", "--max-children", str(args.max_children)], cwd=scratch, env=env)
+    subprocess.call([mutmut, "results"], cwd=scratch, env=env)  # the survivors, by name
+    subprocess.call([mutmut, "export-cicd-stats"], cwd=scratch, env=env, stdout=subprocess.DEVNULL)
+    print((scratch / "mutants/mutmut-cicd-stats.json").read_text())  # killed / survived / no_tests / total
+    print(f"results kept in {scratch} (mutmut results / mutmut show <name> there)", file=sys.stderr)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
