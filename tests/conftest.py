@@ -1,5 +1,7 @@
 """Session fixtures: one tiny model of each kind, trained once and shared by the tool tests."""
 
+import logging
+
 import pytest
 
 from support import REPO, call_tool
@@ -62,3 +64,16 @@ def pix2pix_run(tmp_path_factory) -> Run:
 @pytest.fixture(scope="session")
 def dcgan_run(tmp_path_factory) -> Run:
     return _train(tmp_path_factory, "dcgan", DCGAN_CONFIG, TINY_DCGAN_RUN)
+
+
+@pytest.fixture
+def framework_log(caplog):
+    """caplog holding the `framework` logger's records from INFO up: that logger does not propagate
+    to pytest's root handler once a tool in this process has set up logging (engine/cli.py)."""
+    logger = logging.getLogger("framework")
+    caplog.set_level(logging.INFO, logger="framework")
+    propagate, logger.propagate = logger.propagate, False  # each record once, through caplog's handler
+    logger.addHandler(caplog.handler)
+    yield caplog
+    logger.removeHandler(caplog.handler)
+    logger.propagate = propagate

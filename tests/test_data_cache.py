@@ -1,6 +1,5 @@
 """`cache: memory` and `cache: auto` (decoded samples kept in RAM) and `num_workers: auto`."""
 
-import logging
 import shutil
 import time
 
@@ -97,16 +96,6 @@ def test_auto_workers_leave_small_cpus_to_the_compute():
     assert auto_workers(cuda, cached=False, cores=2) == 1 and auto_workers(cuda, cached=True, cores=32) == 8
 
 
-@pytest.fixture
-def framework_log(caplog):
-    """The framework logger's records (the tools' logger does not propagate to pytest's root handler)."""
-    logger = logging.getLogger("framework")
-    caplog.set_level(logging.INFO, logger="framework")
-    logger.addHandler(caplog.handler)
-    yield caplog
-    logger.removeHandler(caplog.handler)
-
-
 def test_cache_auto_caches_what_fits_and_says_so(voc, tmp_path, framework_log):
     root = shutil.copytree(voc, tmp_path / "voc")
     loader = build_dataloader(section(root), "data.train", train=True, seed=3)  # cache: auto, the default
@@ -135,16 +124,15 @@ def test_cache_auto_leaves_datasets_it_cannot_cache_alone(monkeypatch):
 def test_cache_auto_budget_is_a_quarter_of_available_memory_shared_by_processes():
     assert auto_budget_mb(4096, available_mb=8000, processes=2) == 1000
     assert auto_budget_mb(500, available_mb=8000, processes=1) == 500  # cache_limit_mb caps it
-def test_the_log_says_how_much_was_cached_and_when_the_limit_stopped_it(tmp_path, caplog):
+def test_the_log_says_how_much_was_cached_and_when_the_limit_stopped_it(tmp_path, framework_log):
     voc = make_voc(tmp_path / "voc", count=4, size=128)
     one_sample = 128 * 128 * 3 + 128 * 128
-    with caplog.at_level(logging.INFO, logger="framework"):
-        start = time.perf_counter()
-        loader = build_dataloader(section(voc, cache="memory"), "data.train", train=True)
-        elapsed = time.perf_counter() - start
-        build_dataloader(section(voc, cache="memory", cache_limit_mb=2.5 * one_sample / 2**20), "data.val",
-                         train=False)
-    lines = [r.getMessage() for r in caplog.records if "decoded samples" in r.getMessage()]
+    start = time.perf_counter()
+    loader = build_dataloader(section(voc, cache="memory"), "data.train", train=True)
+    elapsed = time.perf_counter() - start
+    build_dataloader(section(voc, cache="memory", cache_limit_mb=2.5 * one_sample / 2**20), "data.val",
+                     train=False)
+    lines = [r.getMessage() for r in framework_log.records if "decoded samples" in r.getMessage()]
     assert lines[0].startswith(f"data.train: cached 4 of 4 decoded samples, {4 * one_sample / 2**20:.1f} MB in ")
     assert lines[0].endswith("s")  # no note: everything fits
     assert lines[1].startswith(f"data.val: cached 2 of 4 decoded samples, {2 * one_sample / 2**20:.1f} MB in ")

@@ -110,10 +110,12 @@ def test_a_failed_evaluation_keeps_the_iterations_training(tmp_path):
         assert cv2.imwrite(str(val / "images" / f"{name}.png"), np.zeros((32, 32, 3), np.uint8))
         assert cv2.imwrite(str(val / "masks" / f"{name}.png"), np.zeros((32, 32), np.uint8))
     (val / "images" / "b.png").write_bytes(b"not a png")  # found at start-up, unreadable when read
+    # (with the default cache: auto it is read, and refused, when the loader is built; this test is
+    # about an evaluation that fails mid-run, so the validation set is read at evaluation time)
     dataset = (f"data.val.dataset={{type: ImageMaskFolder, root: '{val}', "
                "classes: [background, circle, square, triangle]}")
     result = call_tool("train", "--config", CONFIG, "--work-dir", tmp_path / "wd", *RUN, "train.val_interval=3",
-                       "train.ckpt_interval=4", "data.val.num_workers=0", dataset)
+                       "train.ckpt_interval=4", "data.val.num_workers=0", "+data.val.cache=null", dataset)
     assert result.returncode == 2
     assert "evaluation at iteration 3 failed:" in result.stderr and "b.png" in result.stderr
     state = ckpt.load_checkpoint(tmp_path / "wd/checkpoints/iter_3.pth")

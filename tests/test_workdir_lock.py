@@ -4,7 +4,6 @@ the lock's content and removal, busy/stale/foreign/unreadable locks, a folder ho
 tests/test_workdir.py.)"""
 
 import json
-import logging
 import os
 import socket
 import subprocess
@@ -50,7 +49,7 @@ def test_other_ranks_write_nothing(tmp_path):
         assert not (tmp_path / "wd").exists()
 
 
-def test_a_live_run_refuses_and_a_dead_ones_lock_is_taken_over(tmp_path, live_pid, dead_pid, caplog):
+def test_a_live_run_refuses_and_a_dead_ones_lock_is_taken_over(tmp_path, live_pid, dead_pid, framework_log):
     work_dir = tmp_path / "wd"
     work_dir.mkdir()
     (work_dir / LOCK_FILE).write_text(lock_of(live_pid))
@@ -59,10 +58,9 @@ def test_a_live_run_refuses_and_a_dead_ones_lock_is_taken_over(tmp_path, live_pi
         with claim_work_dir(work_dir, resuming=True):
             pass
     (work_dir / LOCK_FILE).write_text(lock_of(dead_pid))
-    with caplog.at_level(logging.INFO, logger="framework"):
-        with claim_work_dir(work_dir, resuming=True):
-            assert json.loads((work_dir / LOCK_FILE).read_text())["pid"] == os.getpid()
-    assert f"removed a stale lock in {work_dir} (its process is gone)" in caplog.text
+    with claim_work_dir(work_dir, resuming=True):
+        assert json.loads((work_dir / LOCK_FILE).read_text())["pid"] == os.getpid()
+    assert f"removed a stale lock in {work_dir} (its process is gone)" in framework_log.text
 
 
 def test_a_lock_from_another_host_refuses_naming_the_file(tmp_path):
@@ -100,7 +98,7 @@ def test_run_files_are_checkpoints_metrics_and_events(tmp_path):
     assert run_files(tmp_path) == ["iter_2.pth", "iter_4.pth", "iter_6.pth", "metrics.jsonl", "tensorboard events"]
 
 
-def test_a_folder_holding_a_run_is_refused_unless_resumed_or_overwritten(tmp_path, caplog):
+def test_a_folder_holding_a_run_is_refused_unless_resumed_or_overwritten(tmp_path, framework_log):
     work_dir = tmp_path / "wd"
     make_run(work_dir, "metrics.jsonl")
     with pytest.raises(ConfigError) as raised:
@@ -111,12 +109,11 @@ def test_a_folder_holding_a_run_is_refused_unless_resumed_or_overwritten(tmp_pat
     assert not (work_dir / LOCK_FILE).exists()
     with claim_work_dir(work_dir, resuming=True):
         assert (work_dir / "metrics.jsonl").exists()
-    with caplog.at_level(logging.INFO, logger="framework"):
-        with claim_work_dir(work_dir, resuming=False, overwrite=True):
-            assert sorted(p.name for p in work_dir.iterdir()) == [LOCK_FILE]
+    with claim_work_dir(work_dir, resuming=False, overwrite=True):
+        assert sorted(p.name for p in work_dir.iterdir()) == [LOCK_FILE]
     aside = [p for p in tmp_path.iterdir() if p.name.startswith("wd.old-")]
     assert len(aside) == 1 and (aside[0] / "metrics.jsonl").read_text() == "x"
-    assert f"--overwrite: moved the previous run in {work_dir} to {aside[0]}" in caplog.text
+    assert f"--overwrite: moved the previous run in {work_dir} to {aside[0]}" in framework_log.text
     with claim_work_dir(tmp_path / "empty", resuming=False, overwrite=True):  # nothing to move
         pass
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith("empty")] == ["empty"]
