@@ -129,6 +129,16 @@ class CreatesFile:
         return open, (self.path, "w")
 
 
+class RunsShellCommand:
+    """Unpickling this runs a shell command (os.system: `posix.system`, a module torch blocks)."""
+
+    def __init__(self, command):
+        self.command = command
+
+    def __reduce__(self):
+        return os.system, (self.command,)
+
+
 @pytest.fixture
 def malicious_files(tmp_path):
     marker = tmp_path / "created_by_unpickling"
@@ -153,3 +163,19 @@ def test_unsafe_pickles_are_refused_and_never_run(tmp_path, malicious_files):
     result = call_tool("train", "--config", CONFIG, "--work-dir", work_dir, "--resume", *RUN)
     assert_one_clear_line(result, "refused to load", "iter_9.pth")
     assert not marker.exists()
+
+
+def test_a_blocked_module_is_named_and_resume_never_falls_back_past_it(copy_of_trained, tmp_path):
+    # torch words the refusal of a blocked module (posix) differently from an unknown global:
+    # the decision reads the file's pickle, not torch's message
+    marker = tmp_path / "created_by_unpickling"
+    folder = copy_of_trained / "checkpoints"
+    state = ckpt.load_checkpoint(folder / "iter_6.pth")
+    state["meta"]["note"] = RunsShellCommand(f"touch {marker}")
+    torch.save(state, folder / "iter_8.pth")
+    ckpt.write_latest(folder, "iter_8.pth")
+    result = call_tool("train", "--config", CONFIG, "--work-dir", copy_of_trained, "--resume", *RUN,
+                       "train.max_iters=10")
+    assert_one_clear_line(result, f"refused to load {folder / 'iter_8.pth'}: it holds pickled objects (posix.system)")
+    assert "resumed" not in result.stdout and not marker.exists()
+    assert not (folder / "iter_10.pth").exists()

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import torch
 
+from framework.checkpoint.pickle_globals import unsafe_globals
 from framework.errors import CheckpointError
 
 logger = logging.getLogger("framework")
@@ -31,7 +32,6 @@ LATEST = "latest"
 TRAINING_CHECKPOINT_KEYS = ("meta", "task", "optim", "rng")
 _ITER_NAME = re.compile(r"^iter_(\d+)\.pth$")
 _TEMP_NAME = re.compile(r"^\..+\.tmp-(\d+)$")
-_UNSAFE_GLOBAL = re.compile(r"Unsupported global: GLOBAL (\S+)")
 
 
 class UnsafeCheckpointError(CheckpointError):
@@ -125,10 +125,10 @@ def read_weights_file(path: str | os.PathLike) -> dict:
             warnings.simplefilter("ignore")
             state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # noqa: BLE001 - every failure becomes one clear message
-        found = _UNSAFE_GLOBAL.search(str(err))
-        if found:  # a real pickle of some class: the weights-only loader refused to import it
+        unsafe = unsafe_globals(path)  # read from the file's pickles, not from torch's message
+        if unsafe:  # a real pickle of some class: the weights-only loader refused to import it
             raise UnsafeCheckpointError(
-                f"refused to load {path}: it holds pickled objects ({found.group(1)}) besides tensors and "
+                f"refused to load {path}: it holds pickled objects ({', '.join(unsafe[:3])}) besides tensors and "
                 "plain containers, and unpickling them could run code; re-save it as a state dict of tensors"
             ) from err
         # Anything else (random bytes, a truncated archive, a text file) is not a readable checkpoint.
