@@ -92,11 +92,42 @@ def process_alive(pid: int) -> bool:
     return True
 
 
+class _WriteErrors:
+    """A file object that remembers the OSError of a failed write: torch's zip writer turns it
+    into a RuntimeError about file positions, which says nothing about the disk."""
+
+    def __init__(self, file):
+        self.file = file
+        self.error: OSError | None = None
+
+    def write(self, data) -> int:
+        try:
+            return self.file.write(data)
+        except OSError as err:
+            self.error = err
+            raise
+
+    def flush(self) -> None:
+        self.file.flush()
+
+
 def save_checkpoint(state: dict, path: str | os.PathLike) -> None:
+    """Write `state` atomically. A file-system failure (a full disk, a lost mount) is an OSError
+    naming `path` (`error: <path>: No space left on device`, exit status 1); the previous
+    checkpoint and `latest` are intact."""
+    def write(f) -> None:
+        recorder = _WriteErrors(f)
+        try:
+            torch.save(state, recorder)
+        except RuntimeError as err:
+            if recorder.error is None:
+                raise
+            raise recorder.error from err
+
     try:
-        atomic_write_bytes(Path(path), lambda f: torch.save(state, f))
-    except OSError as err:  # a full disk, a lost mount: say which file, the previous one is intact
-        raise CheckpointError(f"cannot write checkpoint {path}: {err.strerror or err}") from err
+        atomic_write_bytes(Path(path), write)
+    except OSError as err:
+        raise OSError(err.errno, err.strerror or str(err), str(path)) from err
 
 
 def _first_line(err: BaseException) -> str:
