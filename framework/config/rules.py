@@ -46,17 +46,22 @@ def _integral(value: Any) -> Any:
     return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
-def integer(min: int) -> Rule:
-    return Rule(f"an integer >= {min}", lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= min,
+def integer(min: int, max: int | None = None) -> Rule:
+    upper = f" and <= {max}" if max is not None else ""
+    return Rule(f"an integer >= {min}{upper}",
+                lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= min and (max is None or v <= max),
                 convert=_integral)
 
 
-def number(min: float | None = None, above: float | None = None, max: float | None = None) -> Rule:
+def number(min: float | None = None, above: float | None = None, max: float | None = None,
+           finite: bool = False) -> Rule:
+    """A number in the bounds; `finite`: inf refused too (a learning rate; not a norm type, where
+    inf means the max norm)."""
     bounds = [f">= {min:g}" if min is not None else "", f"> {above:g}" if above is not None else "",
               f"<= {max:g}" if max is not None else ""]
-    return Rule(" ".join(["a number", *filter(None, bounds)]),
+    return Rule(" ".join(["a finite number" if finite else "a number", *filter(None, bounds)]),
                 lambda v: _is_number(v) and (min is None or v >= min) and (above is None or v > above)
-                and (max is None or v <= max))
+                and (max is None or v <= max) and (not finite or math.isfinite(v)))
 
 
 def one_of(*choices: Any) -> Rule:

@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from framework.errors import UserError
+from framework.errors import ConfigError, UserError
 
 logger = logging.getLogger("framework")
 
@@ -21,6 +21,18 @@ def user_error_line(err: BaseException) -> str:
         last = text.splitlines()[-1]
         text = last.split(": ", 1)[1] if ": " in last else last
     return text
+
+
+def check_options(checks: dict[str, tuple]) -> None:
+    """Refuse command-line values no run can use, with the config's rules and wording:
+    {"--batch-size": (args.batch_size, integer(1))} -> `--batch-size: expected an integer >= 1, got 0`.
+    None means not given; each item of a list (`--size H W`) is checked."""
+    errors: list[str] = []
+    for option, (value, rule) in checks.items():
+        for item in value if isinstance(value, (list, tuple)) else [] if value is None else [value]:
+            rule(item, option, errors)
+    if errors:
+        raise ConfigError("\n".join(dict.fromkeys(errors)))
 
 
 def os_error_line(err: OSError) -> str:
