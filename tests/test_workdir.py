@@ -45,6 +45,7 @@ def test_a_second_run_on_a_busy_work_dir_refuses_and_a_stale_lock_is_taken_over(
     resumed = call_tool("train", "--config", CONFIG, "--work-dir", tmp_path / "wd", *RUN, "--resume")
     assert resumed.returncode == 0, resumed.stderr
     assert "removed a stale lock" in resumed.stdout and not (tmp_path / "wd/.lock").exists()
+    assert "removed a stale lock" in (tmp_path / "wd/train.log").read_text()  # the run's record says so too
 
 
 def test_a_lock_held_by_a_live_process_refuses(tmp_path):
@@ -63,14 +64,37 @@ def test_a_lock_held_by_a_live_process_refuses(tmp_path):
 def test_an_unwritable_work_dir_or_show_dir_is_one_line_and_a_failure(tmp_path):
     (tmp_path / "file").write_text("not a folder")
     result = call_tool("train", "--config", CONFIG, "--work-dir", tmp_path / "file/wd", *RUN)
-    assert result.returncode == 2
-    assert result.stderr.strip() == f"error: work dir {tmp_path / 'file/wd'}: cannot create it: Not a directory"
+    assert result.returncode == 1  # a file-system failure: 1 in every tool
+    assert result.stderr.strip() == f"error: {tmp_path / 'file/wd'}: Not a directory"
     trained = tmp_path / "trained"
     assert call_tool("train", "--config", CONFIG, "--work-dir", trained, *RUN).returncode == 0
     result = call_tool("test", "--config", CONFIG, "--checkpoint", trained / "checkpoints/iter_4.pth",
                        "--work-dir", tmp_path / "t", "--show-dir", tmp_path / "file/show", *TINY_UNET)
     assert result.returncode == 1
     assert result.stderr.strip().startswith(f"error: {tmp_path / 'file/show'}") and "Not a directory" in result.stderr
+
+
+def test_resume_and_overwrite_together_are_refused_before_anything_is_written(tmp_path):
+    result = call_tool("train", "--config", CONFIG, "--work-dir", tmp_path / "wd", *RUN, "--resume", "--overwrite")
+    assert result.returncode == 2
+    assert result.stderr.startswith("error: --resume and --overwrite together:") and len(result.stderr.splitlines()) == 1
+    assert not (tmp_path / "wd").exists()
+
+
+def test_a_run_that_never_saved_a_checkpoint_does_not_block_the_next(tmp_path):
+    # what a run stopped by a mistake before its first checkpoint leaves: records, no checkpoint
+    work_dir = tmp_path / "wd"
+    (work_dir / "tensorboard").mkdir(parents=True)
+    (work_dir / "tensorboard/events.out.tfevents.1.host").write_bytes(b"old")
+    (work_dir / "metrics.jsonl").write_text('{"iter": 2, "mIoU": 0.1}\n')
+    result = call_tool("train", "--config", CONFIG, "--work-dir", work_dir, *RUN)
+    assert result.returncode == 0, result.stderr
+    aside = [p for p in tmp_path.iterdir() if p.name.startswith("wd.old-")]
+    assert len(aside) == 1 and (aside[0] / "metrics.jsonl").read_text() == '{"iter": 2, "mIoU": 0.1}\n'
+    notice = f"moved metrics.jsonl, tensorboard events of a run without a checkpoint in {work_dir} to {aside[0]}"
+    assert notice in result.stdout and notice in (work_dir / "train.log").read_text()
+    assert not (work_dir / "metrics.jsonl").exists()
+    assert [p.name for p in (work_dir / "tensorboard").iterdir()] != ["events.out.tfevents.1.host"]
 
 
 @pytest.fixture
