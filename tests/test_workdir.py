@@ -143,3 +143,49 @@ def test_a_failed_evaluation_keeps_the_iterations_training(tmp_path):
     assert all(torch.isfinite(v).all() for v in state["task"].values() if v.is_floating_point())
     assert "continue with --resume" in result.stdout
     assert os.path.exists(tmp_path / "wd/checkpoints/latest")
+
+
+def test_an_unknown_hook_or_metric_name_is_refused_before_anything_is_written(tmp_path):
+    for mistake, message in [
+        ("hooks=[{type: NoSuchHook}]", "hooks[0]"),
+        ("train.best_metric=mIOU", "train.best_metric: 'mIOU' is not a metric of this run (have: mIoU, mAcc, aAcc; "
+                                   "per class e.g. IoU.background); did you mean 'mIoU'?"),
+    ]:
+        work_dir = tmp_path / "wd"
+        result = call_tool("train", "--config", CONFIG, "--work-dir", work_dir, *RUN, mistake)
+        assert result.returncode == 2 and message in result.stderr, result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1
+        assert sorted(p.name for p in work_dir.iterdir()) == ["train.log"]  # no events, config or records
+        work_dir.rename(tmp_path / f"failed-{len(list(tmp_path.iterdir()))}")
+
+
+METRIC_WITHOUT_NAMES = """
+import torch
+from framework.metrics.base import Metric
+from framework.registry import METRICS
+
+@METRICS.register()
+class ScoreOfOne(Metric):  # a custom metric that does not say its names in advance
+    def update(self, outputs):
+        pass
+
+    def compute(self):
+        return {"score": 1.0}
+"""
+
+
+def test_a_best_metric_found_wrong_at_the_first_evaluation_keeps_that_iterations_checkpoint(tmp_path):
+    (tmp_path / "score_of_one_metric.py").write_text(METRIC_WITHOUT_NAMES)
+    work_dir = tmp_path / "wd"
+    result = call_tool("train", "--config", CONFIG, "--work-dir", work_dir, *RUN, "train.val_interval=3",
+                       "train.ckpt_interval=4", f"custom_imports=['{tmp_path / 'score_of_one_metric.py'}']",
+                       "metrics=[{type: ScoreOfOne}]", "train.best_metric=mIoU")
+    assert result.returncode == 2
+    assert "train.best_metric: 'mIoU' is not a metric of this run (have: score)" in result.stderr
+    assert ckpt.read_latest(work_dir / "checkpoints").name == "iter_3.pth"
+    assert ckpt.load_checkpoint(work_dir / "checkpoints/iter_3.pth")["meta"]["iter"] == 3
+    resumed = call_tool("train", "--config", CONFIG, "--work-dir", work_dir, *RUN, "train.val_interval=3",
+                        "train.ckpt_interval=4", f"custom_imports=['{tmp_path / 'score_of_one_metric.py'}']",
+                        "metrics=[{type: ScoreOfOne}]", "train.best_metric=score", "--resume")
+    assert resumed.returncode == 0, resumed.stderr
+    assert "resumed from" in resumed.stdout
