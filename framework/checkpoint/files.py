@@ -245,9 +245,17 @@ def load_latest_checkpoint(folder: str | os.PathLike) -> tuple[Path, dict] | Non
     return None
 
 
-def prune(folder: Path, keep_last: int) -> None:
-    """Delete all but the newest `keep_last` iteration checkpoints (never best.pth)."""
+def prune(folder: Path, keep_last: int, current_iter: int | None = None) -> None:
+    """Delete all but the newest `keep_last` iteration checkpoints (never best.pth).
+
+    A run resumed from an older checkpoint finds the abandoned trajectory's later checkpoints
+    (iterations past `current_iter`): they count as the oldest, so retention deletes them
+    before any of the run's own new ones."""
     if keep_last <= 0:
         return
-    for old in iteration_checkpoints(folder)[:-keep_last]:
+    found = iteration_checkpoints(folder)
+    if current_iter is not None:
+        abandoned = [p for p in found if int(_ITER_NAME.match(p.name).group(1)) > current_iter]
+        found = abandoned + [p for p in found if p not in abandoned]
+    for old in found[:-keep_last]:
         old.unlink(missing_ok=True)

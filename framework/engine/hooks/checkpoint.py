@@ -85,7 +85,7 @@ class CheckpointHook(Hook):
         name = f"iter_{trainer.iter}.pth"
         ckpt.save_checkpoint(state, folder / name)
         ckpt.write_latest(folder, name)  # only after the file is complete
-        ckpt.prune(folder, self.keep_last)
+        ckpt.prune(folder, self.keep_last, current_iter=trainer.iter)
         self._saved_iter = trainer.iter
         return folder / name
 
