@@ -154,3 +154,21 @@ def test_a_png_into_a_read_only_folder_is_one_line_and_exit_1(pix2pix_run, read_
     result = call_tool("infer", *pix2pix_run.args(), "--input", tmp_path / "in", "--output", read_only_folder)
     one_line_error(result, 1)
     assert result.stderr.strip() == f"error: {read_only_folder / 'a.png'}: Read-only file system"
+
+
+@pytest.mark.parametrize("tool, options, named", [
+    ("export", ["--format", "torchscript", "--output", "{blocked}/m.pt", "--size", "32", "32"], "{blocked}"),
+    ("infer", ["--input", "{images}", "--output", "{blocked}/out"], "{blocked}/out/masks"),
+    ("test", ["--work-dir", "{blocked}/out"], "{blocked}/out"),
+    ("analyze_model", ["--json", "{blocked}/report.json", "--size", "32", "32"], "{blocked}/report.json"),
+])
+def test_an_unwritable_folder_is_exit_1_naming_it_in_every_tool(unet_run, tmp_path, tool, options, named):
+    blocked = tmp_path / "a_file"  # a folder below a file: not writable, even for root
+    blocked.write_text("")
+    (tmp_path / "in").mkdir()
+    assert cv2.imwrite(str(tmp_path / "in/a.png"), np.zeros((32, 32, 3), np.uint8))
+    fill = {"blocked": blocked, "images": tmp_path / "in"}
+    args = ["--config", unet_run.config] + (["--checkpoint", unet_run.checkpoint] if tool != "analyze_model" else [])
+    result = call_tool(tool, *args, *[o.format(**fill) for o in options])
+    assert result.returncode == 1, result.stderr
+    assert result.stderr == f"error: {named.format(**fill)}: Not a directory\n"

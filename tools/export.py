@@ -18,6 +18,7 @@ pip install -e ".[export]".
 """
 
 import argparse
+import errno
 import math
 import os
 import sys
@@ -91,9 +92,15 @@ def main(args: argparse.Namespace) -> int:
     sizes = check_sizes(args.size, args.batch, divisor, args.dynamic)
     example = example_inputs(kind, sizes[0][1], sizes[0][0], divisor_or_channels, seed=0)
     output = Path(args.output)
+    if output.parent.exists() and not output.parent.is_dir():
+        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(output.parent))
     staged = output.with_name(f".{output.name}.unchecked-{os.getpid()}")  # at --output only once checked
     try:
-        export(module, example, staged, args.format, args.dynamic)
+        try:
+            export(module, example, staged, args.format, args.dynamic)
+        except OSError as err:  # name the file the user asked for, not the temporary one
+            ours = str(err.filename or "").startswith(str(staged))
+            raise OSError(err.errno, err.strerror, str(output) if ours else err.filename) from err
         atol = args.atol if args.atol is not None else DEFAULT_ATOL[args.format]
         worst, where = compare(module, staged, args, kind, divisor_or_channels, sizes)
         if math.isnan(worst):
@@ -108,7 +115,8 @@ def main(args: argparse.Namespace) -> int:
             return 1
         os.replace(staged, output)
     finally:
-        staged.unlink(missing_ok=True)
+        if staged.exists():  # (unlink(missing_ok) raises when a parent is not a folder)
+            staged.unlink()
     print(f"wrote {output} ({output.stat().st_size / 2**20:.2f} MiB)")
     return 0
 
