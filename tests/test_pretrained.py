@@ -1,6 +1,7 @@
 """Partial loading of pretrained weights (init per network, load_from), its report, freezing."""
 
 import json
+import logging
 import re
 
 import pytest
@@ -182,8 +183,13 @@ def test_load_from_of_other_widths_is_an_error_by_default_and_a_new_head_says_wh
                         str(tmp_path / "wide.pth"), None)
     torch.save(as_task(unet(num_classes=3)), tmp_path / "three_classes.pth")  # fine-tuning to a new head
     task = TASKS.build({"type": "SegmentationTask", "model": unet(), "num_classes": 4, "loss": {"type": "CrossEntropyLoss"}})
-    with caplog.at_level("INFO", logger="framework"):
-        (report,) = load_pretrained(task, str(tmp_path / "three_classes.pth"), None)
+    framework_logger = logging.getLogger("framework")  # tools run in this process may have stopped propagation
+    framework_logger.addHandler(caplog.handler)
+    try:
+        with caplog.at_level("INFO", logger="framework"):
+            (report,) = load_pretrained(task, str(tmp_path / "three_classes.pth"), None)
+    finally:
+        framework_logger.removeHandler(caplog.handler)
     learned = report.module_tensors - report.module_counters
     assert (f"task: loaded {learned - 2} of {learned} tensors ({(learned - 2) / learned:.0%}); left at their "
             "initial (random) values: 2 of another shape in the file (model.head.weight, model.head.bias)") in caplog.text

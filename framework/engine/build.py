@@ -2,7 +2,7 @@
 
 The order of `build_trainer` matters and is the one place to read it:
 loaders -> networks (task, frozen/norm_eval, pretrained unless resuming, SyncBN, channels_last)
--> optimizers (+ GradScaler) -> DDP (rank 0's weights broadcast) -> TensorBoard writer -> hooks
+-> optimizers (+ GradScaler) -> DDP (rank 0's weights broadcast) -> hooks (before the first file) -> TensorBoard writer
 -> Trainer -> resume -> run summary. The process group is the caller's (tools/train.py).
 """
 
