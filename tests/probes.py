@@ -104,19 +104,23 @@ class FillDiskHook(Hook):
 
     priority = 35  # after evaluation, before the checkpoint
 
-    def __init__(self, iteration: int):
+    def __init__(self, iteration: int, leave_kib: int = 0):
         self.iteration = iteration
+        self.leave_kib = leave_kib  # free this much again: the checkpoint then fails part-way through
 
     def after_iter(self, trainer) -> None:
         if trainer.iter != self.iteration:
             return
+        filler = Path(trainer.work_dir) / "filler"
         try:
-            with open(Path(trainer.work_dir) / "filler", "wb") as f:
+            with open(filler, "wb") as f:
                 while True:
-                    f.write(bytes(1 << 16))
+                    f.write(bytes(1 << 12))
                     f.flush()
         except OSError:
             pass
+        if self.leave_kib:
+            os.truncate(filler, max(0, filler.stat().st_size - self.leave_kib * 1024))
 
 
 class _InfGradient(torch.autograd.Function):

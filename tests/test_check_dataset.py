@@ -57,6 +57,26 @@ def test_names_every_planted_fault_and_exits_non_zero(tmp_path):
     assert converted.shape == (24, 32) and (converted[:5] == 1).all() and (converted[5:] == 0).all()
 
 
+def test_duplicate_names_and_all_ignored_masks_are_listed_with_the_other_problems(tmp_path):
+    config = make_folder(tmp_path / "data", faults=True)
+    root = tmp_path / "data"
+    cv2.imwrite(str(root / "images" / "s0.jpg"), np.zeros((24, 32, 3), np.uint8))  # s0.png and s0.jpg
+    Image.fromarray(np.full((24, 32), 255, np.uint8)).save(root / "masks" / "s5.png")
+    result = call_tool("check_dataset", "--config", config)
+    assert result.returncode == 1, result.stderr
+    lines = result.stdout.splitlines()
+    duplicate = [line for line in lines if " are named s0; keep one" in line]
+    assert len(duplicate) == 1 and duplicate[0].startswith(f"{root / 'images'}: both s0.")
+    assert f"{root}/masks/s5.png: every pixel is ignore_index 255" in result.stdout
+    assert f"{root}/masks/s2.png: mask values [7] outside [0, 4)" in result.stdout  # the others still listed
+    assert "6 problem(s)" in result.stdout
+
+
+def test_check_dataset_refuses_a_negative_worker_count(tmp_path):
+    result = call_tool("check_dataset", "--config", make_folder(tmp_path / "data"), "--workers", "-1")
+    assert result.returncode == 2 and result.stderr == "error: --workers: expected an integer >= 0, got -1\n"
+
+
 def test_a_clean_folder_exits_zero_with_the_class_table(tmp_path):
     config = make_folder(tmp_path / "data")
     result = call_tool("check_dataset", "--config", config, "--json", tmp_path / "report.json")

@@ -85,6 +85,34 @@ def test_resume_falls_back_past_a_truncated_latest_checkpoint(copy_of_trained):
     assert (copy_of_trained / "checkpoints/latest").read_text() == "iter_8.pth"
 
 
+def test_resuming_with_a_larger_max_iters_extends_the_schedule(copy_of_trained, tmp_path):
+    # the checkpoint's WarmupPolyLR ends at 6 (lr 0 from there): resumed to 10, the learning
+    # rates are those of a run configured with 10 iterations from the start
+    result = call_tool("train", "--config", CONFIG, "--work-dir", copy_of_trained, *RUN, "train.max_iters=10",
+                       "--resume")
+    assert result.returncode == 0, result.stderr
+    assert "schedule WarmupPolyLR stretched from max_iters 6 to 10" in result.stdout
+    fresh = train_run(tmp_path / "fresh", CONFIG, *RUN, "train.max_iters=10")
+    for it in (8, 10):  # (iter_6.pth is the checkpoint resumed from)
+        resumed_lr = ckpt.load_checkpoint(copy_of_trained / f"checkpoints/iter_{it}.pth")["optim"]["optimizers"]
+        fresh_lr = ckpt.load_checkpoint(fresh / f"checkpoints/iter_{it}.pth")["optim"]["optimizers"]
+        if it < 10:
+            assert resumed_lr["main"]["param_groups"][0]["lr"] > 0
+        assert resumed_lr["main"]["param_groups"][0]["lr"] == fresh_lr["main"]["param_groups"][0]["lr"]
+
+
+def test_retention_after_resuming_an_older_checkpoint_keeps_the_new_ones(copy_of_trained):
+    # resumed from iter_2 with keep_last=1: the new iter_4 is this run's; the old iter_6 belongs
+    # to the abandoned trajectory and must be the one deleted (latest must name a file that exists)
+    folder = copy_of_trained / "checkpoints"
+    result = call_tool("train", "--config", CONFIG, "--work-dir", copy_of_trained, *RUN, "train.max_iters=5",
+                       "train.keep_last=1", "train.ckpt_interval=4", "--resume", folder / "iter_2.pth")
+    assert result.returncode == 0, result.stderr
+    assert sorted(p.name for p in folder.iterdir()) == ["iter_5.pth", "latest"]
+    state = ckpt.load_checkpoint(folder / "iter_5.pth")
+    assert state["meta"]["iter"] == 5 and ckpt.read_latest(folder) == folder / "iter_5.pth"
+
+
 def test_resuming_a_checkpoint_of_another_model_is_one_clear_error(trained, tmp_path):
     result = call_tool("train", "--config", CONFIG, "--work-dir", tmp_path, *RUN, "task.model.base_channels=16",
                        "--resume", trained / "checkpoints/iter_4.pth")
@@ -129,6 +157,16 @@ class CreatesFile:
         return open, (self.path, "w")
 
 
+class RunsShellCommand:
+    """Unpickling this runs a shell command (os.system: `posix.system`, a module torch blocks)."""
+
+    def __init__(self, command):
+        self.command = command
+
+    def __reduce__(self):
+        return os.system, (self.command,)
+
+
 @pytest.fixture
 def malicious_files(tmp_path):
     marker = tmp_path / "created_by_unpickling"
@@ -153,3 +191,19 @@ def test_unsafe_pickles_are_refused_and_never_run(tmp_path, malicious_files):
     result = call_tool("train", "--config", CONFIG, "--work-dir", work_dir, "--resume", *RUN)
     assert_one_clear_line(result, "refused to load", "iter_9.pth")
     assert not marker.exists()
+
+
+def test_a_blocked_module_is_named_and_resume_never_falls_back_past_it(copy_of_trained, tmp_path):
+    # torch words the refusal of a blocked module (posix) differently from an unknown global:
+    # the decision reads the file's pickle, not torch's message
+    marker = tmp_path / "created_by_unpickling"
+    folder = copy_of_trained / "checkpoints"
+    state = ckpt.load_checkpoint(folder / "iter_6.pth")
+    state["meta"]["note"] = RunsShellCommand(f"touch {marker}")
+    torch.save(state, folder / "iter_8.pth")
+    ckpt.write_latest(folder, "iter_8.pth")
+    result = call_tool("train", "--config", CONFIG, "--work-dir", copy_of_trained, "--resume", *RUN,
+                       "train.max_iters=10")
+    assert_one_clear_line(result, f"refused to load {folder / 'iter_8.pth'}: it holds pickled objects (posix.system)")
+    assert "resumed" not in result.stdout and not marker.exists()
+    assert not (folder / "iter_10.pth").exists()

@@ -63,7 +63,8 @@ def T(*overrides):
 
 # (id, argv with {fresh}/{run}/{files} placeholders, substrings of the error, number of error lines)
 BAD_INPUTS = [
-    ("lr-not-a-number", T("optim.lr=abc"), ["optim.lr: expected a number > 0, got 'abc'"], 1),
+    ("lr-not-a-number", T("optim.lr=abc"), ["optim.lr: expected a finite number > 0, got 'abc'"], 1),
+    ("lr-infinite", T("optim.lr=.inf"), ["optim.lr: expected a finite number > 0, got inf"], 1),
     ("lr-negative", T("optim.lr=-0.1"), ["optim.lr", "-0.1"], 1),
     ("max-iters-text", T("train.max_iters=abc"), ["train.max_iters: expected an integer >= 1, got 'abc'"], 1),
     ("max-iters-list", T("train.max_iters=[1,2]"), ["train.max_iters", "[1, 2]"], 1),
@@ -79,7 +80,9 @@ BAD_INPUTS = [
     ("clip-grad-typo", T("+optim.clip_grad={max_nrom: 1.0}"),
      ["unknown key 'optim.clip_grad.max_nrom'; did you mean 'max_norm'", "optim.clip_grad.max_norm: missing"], 2),
     ("clip-grad-not-a-mapping", T("+optim.clip_grad=1.0"), ["optim.clip_grad: expected a mapping, got 1.0"], 1),
-    ("seed-text", T("seed=abc"), ["seed: expected an integer >= 0, got 'abc'"], 1),
+    ("seed-text", T("seed=abc"), ["seed: expected an integer >= 0 and <= 9223372036854775807, got 'abc'"], 1),
+    ("seed-too-large", T("seed=18446744073709551616"), ["seed: expected an integer >= 0 and <= 9223372036854775807, "
+                                                        "got 18446744073709551616"], 1),
     ("accumulate-zero", T("train.accumulate=0"), ["train.accumulate", "got 0"], 1),
     ("amp-dtype", T("amp.dtype=fp8"), ["amp.dtype: expected 'float16' or 'bfloat16', got 'fp8'"], 1),
     ("auto-resume", T("auto_resume=maybe"), ["auto_resume: expected true or false or 'auto', got 'maybe'"], 1),

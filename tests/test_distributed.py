@@ -152,6 +152,31 @@ def test_a_failing_rank_stops_every_rank_with_its_error(tmp_path):
     assert "injected failure on rank 1" in result.stdout + result.stderr
 
 
+def test_torchruns_failure_summary_shows_the_failing_ranks_error_line(tmp_path):
+    # A user error is printed as one line and exits 2 without reaching @record: the line must
+    # still reach torchrun's error file, which its summary shows
+    (tmp_path / "mistake_hook.py").write_text(
+        "from framework.dist import get_rank\n"
+        "from framework.engine.hooks import Hook\n"
+        "from framework.errors import ConfigError\n"
+        "from framework.registry import HOOKS\n\n"
+        "@HOOKS.register()\n"
+        "class MistakeOnRankOne(Hook):\n"
+        "    def after_iter(self, trainer):\n"
+        "        if get_rank() == 1 and trainer.iter == 2:\n"
+        "            raise ConfigError('injected mistake on rank 1')\n")
+    result = subprocess.run(
+        torchrun_command(2, REPO / "tools/train.py", "--config", CONFIG, "--work-dir", tmp_path / "wd", *NO_BN,
+                         "train.max_iters=50", "custom_imports=[mistake_hook]", "hooks=[{type: MistakeOnRankOne}]",
+                         "dist.timeout=30"),
+        cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"},
+        capture_output=True, text=True, timeout=120)
+    assert result.returncode != 0
+    root_cause = (result.stdout + result.stderr).split("Root Cause (first observed failure):")[1]
+    assert re.search(r"rank\s*: 1 ", root_cause) and re.search(r"exitcode\s*: 2 ", root_cause), root_cause
+    assert re.search(r"traceback\s*: error: injected mistake on rank 1\n", root_cause), root_cause
+
+
 PIX2PIX = REPO / "projects/pix2pix/configs/pix2pix_shapes.yaml"
 # pix2pix without normalisation, lsgan + L1, SGD, 5 iterations at 32x32. Not instance norm:
 # on the 2x2 maps deep in the UNet it divides by a standard deviation of four numbers and

@@ -262,3 +262,17 @@ def test_param_group_mistakes_name_the_key():
     optim["param_groups"] = [{"params": "model.encodr"}]
     with pytest.raises(ConfigError, match=r"param_groups\[0\].params: the task has no submodule 'model.encodr'"):
         build_optimizers({"optim": optim}, task, max_iters=1)
+
+
+def test_encoder_weights_of_another_model_are_an_error_naming_the_mismatches(tmp_path):
+    # resnet50's file has resnet18's names for 97 of its 120 tensors; 23 differ in shape
+    torch.save(torchvision.models.resnet50().state_dict(), tmp_path / "resnet50.pth")
+    model = MODELS.build({"type": "EncoderUNet", "encoder": "resnet18", "num_classes": 3,
+                          "encoder_weights": str(tmp_path / "resnet50.pth")}, path="task.model")
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    with pytest.raises(CheckpointError, match=r"task.model \(encoder_weights\) <- .*resnet50.pth: 2\d tensors of "
+                                              r"encoder.body have another shape in the file \(encoder.body.layer1.0"
+                                              r".*are these weights of another model\?"):
+        load_pretrained(segmentation_task(model), None, str(tmp_path))
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())  # nothing half-loaded
+    assert not (tmp_path / "load_report.json").exists()

@@ -2,6 +2,7 @@
 a config, base nodes replaced by a change of type, class names of their own datasets, extras."""
 
 import json
+import re
 import sys
 
 import cv2
@@ -100,6 +101,17 @@ def test_a_failed_custom_import_says_what_is_accepted(tmp_path):
         custom_imports.import_custom_modules({"custom_imports": ["nope_module"]})
     with pytest.raises(ConfigError, match=r"No module named 'no_such_dependency_here'$"):  # names what is missing
         custom_imports.import_custom_modules({"custom_imports": [str(tmp_path / "broken.py")]})
+
+
+@pytest.mark.parametrize("name, other", [("json", "a standard-library module"),
+                                         ("yaml", "an installed module (")])
+def test_a_custom_module_file_named_like_another_module_is_refused(tmp_path, name, other):
+    (tmp_path / f"{name}.py").write_text("SHADOW = True\n")
+    module = sys.modules[name]
+    with pytest.raises(ConfigError, match=rf"custom_imports: {tmp_path / name}.py: '{name}' is also the name of "
+                                          rf"{re.escape(other)}.*rename the file"):
+        custom_imports.import_custom_modules({"custom_imports": [str(tmp_path / f"{name}.py")]})
+    assert sys.modules[name] is module and not hasattr(module, "SHADOW")
 
 
 def test_a_base_node_replaced_by_a_change_of_type_reports_the_dropped_keys(tmp_path):

@@ -1,6 +1,7 @@
 """Partial loading of pretrained weights (init per network, load_from), its report, freezing."""
 
 import json
+import logging
 import re
 
 import pytest
@@ -163,3 +164,32 @@ def test_training_run_writes_load_report_and_table(tmp_path):
                       "module_tensors": 66}
     assert f"task.model <- {donor_file}" in result.stdout
     assert re.search(r"shape mismatch +2  head.weight \[3, 8, 1, 1\] vs \[4, 8, 1, 1\]", result.stdout)
+
+
+def unet(**overrides):
+    torch.manual_seed(0)
+    return MODELS.build({"type": "UNet", "num_classes": 4, "base_channels": 8, "depth": 2, **overrides})
+
+
+def as_task(model):
+    return {f"model.{k}": v for k, v in model.state_dict().items()}  # a task's names, as load_from reads them
+
+
+def test_load_from_of_other_widths_is_an_error_by_default_and_a_new_head_says_what_is_random(tmp_path, caplog):
+    torch.save(as_task(unet(base_channels=16)), tmp_path / "wide.pth")  # only head.bias has the same shape
+    with pytest.raises(CheckpointError, match=r"task <- .*wide.pth: loaded 1 of \d+ tensors besides BatchNorm "
+                                              r"counters \(\d%\), below min_loaded_ratio 0.5"):
+        load_pretrained(TASKS.build({"type": "SegmentationTask", "model": unet(), "num_classes": 4, "loss": {"type": "CrossEntropyLoss"}}),
+                        str(tmp_path / "wide.pth"), None)
+    torch.save(as_task(unet(num_classes=3)), tmp_path / "three_classes.pth")  # fine-tuning to a new head
+    task = TASKS.build({"type": "SegmentationTask", "model": unet(), "num_classes": 4, "loss": {"type": "CrossEntropyLoss"}})
+    framework_logger = logging.getLogger("framework")  # tools run in this process may have stopped propagation
+    framework_logger.addHandler(caplog.handler)
+    try:
+        with caplog.at_level("INFO", logger="framework"):
+            (report,) = load_pretrained(task, str(tmp_path / "three_classes.pth"), None)
+    finally:
+        framework_logger.removeHandler(caplog.handler)
+    learned = report.module_tensors - report.module_counters
+    assert (f"task: loaded {learned - 2} of {learned} tensors ({(learned - 2) / learned:.0%}); left at their "
+            "initial (random) values: 2 of another shape in the file (model.head.weight, model.head.bias)") in caplog.text

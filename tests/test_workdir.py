@@ -49,6 +49,7 @@ def test_a_second_run_on_a_busy_work_dir_refuses_and_a_stale_lock_is_taken_over(
     resumed = call_tool("train", "--config", CONFIG, "--work-dir", tmp_path / "wd", *RUN, "--resume")
     assert resumed.returncode == 0, resumed.stderr
     assert "removed a stale lock" in resumed.stdout and not (tmp_path / "wd/.lock").exists()
+    assert "removed a stale lock" in (tmp_path / "wd/train.log").read_text()  # the run's record says so too
 
 
 def test_a_lock_held_by_a_live_process_refuses(tmp_path):
@@ -67,14 +68,37 @@ def test_a_lock_held_by_a_live_process_refuses(tmp_path):
 def test_an_unwritable_work_dir_or_show_dir_is_one_line_and_a_failure(tmp_path):
     (tmp_path / "file").write_text("not a folder")
     result = call_tool("train", "--config", CONFIG, "--work-dir", tmp_path / "file/wd", *RUN)
-    assert result.returncode == 2
-    assert result.stderr.strip() == f"error: work dir {tmp_path / 'file/wd'}: cannot create it: Not a directory"
+    assert result.returncode == 1  # a file-system failure: 1 in every tool
+    assert result.stderr.strip() == f"error: {tmp_path / 'file/wd'}: Not a directory"
     trained = tmp_path / "trained"
     assert call_tool("train", "--config", CONFIG, "--work-dir", trained, *RUN).returncode == 0
     result = call_tool("test", "--config", CONFIG, "--checkpoint", trained / "checkpoints/iter_4.pth",
                        "--work-dir", tmp_path / "t", "--show-dir", tmp_path / "file/show", *TINY_UNET)
     assert result.returncode == 1
     assert result.stderr.strip().startswith(f"error: {tmp_path / 'file/show'}") and "Not a directory" in result.stderr
+
+
+def test_resume_and_overwrite_together_are_refused_before_anything_is_written(tmp_path):
+    result = call_tool("train", "--config", CONFIG, "--work-dir", tmp_path / "wd", *RUN, "--resume", "--overwrite")
+    assert result.returncode == 2
+    assert result.stderr.startswith("error: --resume and --overwrite together:") and len(result.stderr.splitlines()) == 1
+    assert not (tmp_path / "wd").exists()
+
+
+def test_a_run_that_never_saved_a_checkpoint_does_not_block_the_next(tmp_path):
+    # what a run stopped by a mistake before its first checkpoint leaves: records, no checkpoint
+    work_dir = tmp_path / "wd"
+    (work_dir / "tensorboard").mkdir(parents=True)
+    (work_dir / "tensorboard/events.out.tfevents.1.host").write_bytes(b"old")
+    (work_dir / "metrics.jsonl").write_text('{"iter": 2, "mIoU": 0.1}\n')
+    result = call_tool("train", "--config", CONFIG, "--work-dir", work_dir, *RUN)
+    assert result.returncode == 0, result.stderr
+    aside = [p for p in tmp_path.iterdir() if p.name.startswith("wd.old-")]
+    assert len(aside) == 1 and (aside[0] / "metrics.jsonl").read_text() == '{"iter": 2, "mIoU": 0.1}\n'
+    notice = f"moved metrics.jsonl, tensorboard events of a run without a checkpoint in {work_dir} to {aside[0]}"
+    assert notice in result.stdout and notice in (work_dir / "train.log").read_text()
+    assert not (work_dir / "metrics.jsonl").exists()
+    assert [p.name for p in (work_dir / "tensorboard").iterdir()] != ["events.out.tfevents.1.host"]
 
 
 @pytest.fixture
@@ -88,14 +112,16 @@ def small_disk(tmp_path):
     subprocess.run(["umount", str(mount)], check=False)
 
 
-def test_disk_full_is_one_line_naming_the_file_and_keeps_the_previous_checkpoint(small_disk):
+@pytest.mark.parametrize("leave_kib", [0, 16], ids=["full_before_the_write", "full_during_the_write"])
+def test_disk_full_is_one_line_naming_the_file_and_keeps_the_previous_checkpoint(small_disk, leave_kib):
+    # With 16 KiB left torch's zip writer fails part-way through and raises a RuntimeError about
+    # file positions: the real cause (ENOSPC from the installed torch's write) must reach the user
     work_dir = small_disk / "wd"
     result = run_forked_tool("train", "--config", CONFIG, "--work-dir", work_dir, *RUN, "custom_imports=[probes]",
-                             "hooks=[{type: FillDiskHook, iteration: 4}]", folder=small_disk.parent / "out")
-    assert result.returncode != 0
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and "No space left on device" in lines[0] and "iter_4.pth" in lines[0], result.stderr
-    assert "Traceback" not in result.stderr
+                             f"hooks=[{{type: FillDiskHook, iteration: 4, leave_kib: {leave_kib}}}]",
+                             folder=small_disk.parent / "out")
+    assert result.returncode == 1, result.stderr
+    assert result.stderr.strip() == f"error: {work_dir / 'checkpoints/iter_4.pth'}: No space left on device"
     (work_dir / "filler").unlink()
     assert ckpt.read_latest(work_dir / "checkpoints").name == "iter_2.pth"
     assert ckpt.load_checkpoint(work_dir / "checkpoints/iter_2.pth")["meta"]["iter"] == 2
@@ -176,3 +202,49 @@ def test_a_lock_held_by_another_users_live_process_refuses():
         _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
     assert said.startswith("refused: work dir") and "is in use by another run (pid 1," in said, said
+
+
+def test_an_unknown_hook_or_metric_name_is_refused_before_anything_is_written(tmp_path):
+    for mistake, message in [
+        ("hooks=[{type: NoSuchHook}]", "hooks[0]"),
+        ("train.best_metric=mIOU", "train.best_metric: 'mIOU' is not a metric of this run (have: mIoU, mAcc, aAcc; "
+                                   "per class e.g. IoU.background); did you mean 'mIoU'?"),
+    ]:
+        work_dir = tmp_path / "wd"
+        result = call_tool("train", "--config", CONFIG, "--work-dir", work_dir, *RUN, mistake)
+        assert result.returncode == 2 and message in result.stderr, result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1
+        assert sorted(p.name for p in work_dir.iterdir()) == ["train.log"]  # no events, config or records
+        work_dir.rename(tmp_path / f"failed-{len(list(tmp_path.iterdir()))}")
+
+
+METRIC_WITHOUT_NAMES = """
+import torch
+from framework.metrics.base import Metric
+from framework.registry import METRICS
+
+@METRICS.register()
+class ScoreOfOne(Metric):  # a custom metric that does not say its names in advance
+    def update(self, outputs):
+        pass
+
+    def compute(self):
+        return {"score": 1.0}
+"""
+
+
+def test_a_best_metric_found_wrong_at_the_first_evaluation_keeps_that_iterations_checkpoint(tmp_path):
+    (tmp_path / "score_of_one_metric.py").write_text(METRIC_WITHOUT_NAMES)
+    work_dir = tmp_path / "wd"
+    result = call_tool("train", "--config", CONFIG, "--work-dir", work_dir, *RUN, "train.val_interval=3",
+                       "train.ckpt_interval=4", f"custom_imports=['{tmp_path / 'score_of_one_metric.py'}']",
+                       "metrics=[{type: ScoreOfOne}]", "train.best_metric=mIoU")
+    assert result.returncode == 2
+    assert "train.best_metric: 'mIoU' is not a metric of this run (have: score)" in result.stderr
+    assert ckpt.read_latest(work_dir / "checkpoints").name == "iter_3.pth"
+    assert ckpt.load_checkpoint(work_dir / "checkpoints/iter_3.pth")["meta"]["iter"] == 3
+    resumed = call_tool("train", "--config", CONFIG, "--work-dir", work_dir, *RUN, "train.val_interval=3",
+                        "train.ckpt_interval=4", f"custom_imports=['{tmp_path / 'score_of_one_metric.py'}']",
+                        "metrics=[{type: ScoreOfOne}]", "train.best_metric=score", "--resume")
+    assert resumed.returncode == 0, resumed.stderr
+    assert "resumed from" in resumed.stdout

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from framework.engine.workdir import LOCK_FILE, claim_work_dir, run_files
+from framework.engine.workdir import LOCK_FILE, claim_work_dir, leftover_files, run_files
 from framework.errors import ConfigError
 
 
@@ -89,22 +89,23 @@ def make_run(work_dir, *files):
         (work_dir / name).write_text("x")
 
 
-def test_run_files_are_checkpoints_metrics_and_events(tmp_path):
-    assert run_files(tmp_path) == []
+def test_a_run_is_its_checkpoints_and_records_without_one_are_leftovers(tmp_path):
+    assert run_files(tmp_path) == [] and leftover_files(tmp_path) == []
     make_run(tmp_path, "config.yaml", "checkpoints/notes.txt", "tensorboard/other")
-    assert run_files(tmp_path) == []
-    make_run(tmp_path, *(f"checkpoints/iter_{i}.pth" for i in (2, 4, 6, 8)), "metrics.jsonl",
-             "tensorboard/events.out.tfevents.1")
-    assert run_files(tmp_path) == ["iter_2.pth", "iter_4.pth", "iter_6.pth", "metrics.jsonl", "tensorboard events"]
+    assert run_files(tmp_path) == [] and leftover_files(tmp_path) == []
+    make_run(tmp_path, "metrics.jsonl", "tensorboard/events.out.tfevents.1")
+    assert run_files(tmp_path) == [] and leftover_files(tmp_path) == ["metrics.jsonl", "tensorboard events"]
+    make_run(tmp_path, *(f"checkpoints/iter_{i}.pth" for i in (2, 4, 6, 8)))
+    assert run_files(tmp_path) == ["iter_2.pth", "iter_4.pth", "iter_6.pth"]
 
 
 def test_a_folder_holding_a_run_is_refused_unless_resumed_or_overwritten(tmp_path, framework_log):
     work_dir = tmp_path / "wd"
-    make_run(work_dir, "metrics.jsonl")
+    make_run(work_dir, "checkpoints/iter_2.pth", "metrics.jsonl")
     with pytest.raises(ConfigError) as raised:
         with claim_work_dir(work_dir, resuming=False):
             pass
-    assert str(raised.value) == (f"work dir {work_dir} holds a run (metrics.jsonl): continue it with --resume, "
+    assert str(raised.value) == (f"work dir {work_dir} holds a run (iter_2.pth): continue it with --resume, "
                                  "start a new one with another --work-dir, or pass --overwrite to move the old run aside")
     assert not (work_dir / LOCK_FILE).exists()
     with claim_work_dir(work_dir, resuming=True):
@@ -112,7 +113,7 @@ def test_a_folder_holding_a_run_is_refused_unless_resumed_or_overwritten(tmp_pat
     with claim_work_dir(work_dir, resuming=False, overwrite=True):
         assert sorted(p.name for p in work_dir.iterdir()) == [LOCK_FILE]
     aside = [p for p in tmp_path.iterdir() if p.name.startswith("wd.old-")]
-    assert len(aside) == 1 and (aside[0] / "metrics.jsonl").read_text() == "x"
+    assert len(aside) == 1 and (aside[0] / "metrics.jsonl").read_text() == "x" and (aside[0] / "checkpoints").is_dir()
     assert f"--overwrite: moved the previous run in {work_dir} to {aside[0]}" in framework_log.text
     with claim_work_dir(tmp_path / "empty", resuming=False, overwrite=True):  # nothing to move
         pass
@@ -129,18 +130,19 @@ def test_a_busy_folder_is_refused_before_overwrite_moves_it(tmp_path, live_pid):
     assert (work_dir / "metrics.jsonl").exists() and [p.name for p in tmp_path.iterdir()] == ["wd"]
 
 
-def test_a_work_dir_that_cannot_be_created_is_one_clear_error(tmp_path):
+def test_a_work_dir_that_cannot_be_created_is_an_os_error_naming_it(tmp_path):
+    """An OSError naming the folder: the tools print `error: <path>: <cause>` and exit 1."""
     (tmp_path / "file").write_text("x")
-    with pytest.raises(ConfigError) as raised:
+    with pytest.raises(OSError) as raised:
         with claim_work_dir(tmp_path / "file" / "wd", resuming=False):
             pass
-    assert str(raised.value) == f"work dir {tmp_path / 'file' / 'wd'}: cannot create it: Not a directory"
+    assert raised.value.filename == str(tmp_path / "file" / "wd") and raised.value.strerror == "Not a directory"
 
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs Linux's /proc")
-def test_a_folder_where_no_file_can_be_created_is_one_clear_error():
+def test_a_folder_where_no_file_can_be_created_is_an_os_error_naming_the_file():
     """/proc/self exists (so no mkdir error) but refuses new files, for root too."""
-    with pytest.raises(ConfigError) as raised:
+    with pytest.raises(OSError) as raised:
         with claim_work_dir("/proc/self", resuming=True):
             pass
-    assert str(raised.value) == "work dir /proc/self: cannot write there: No such file or directory"
+    assert raised.value.filename == f"/proc/self/{LOCK_FILE}" and raised.value.strerror == "No such file or directory"

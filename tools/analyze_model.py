@@ -14,7 +14,8 @@ import sys
 from pathlib import Path
 
 from framework.analysis.model_stats import human, module_rows, task_examples
-from framework.engine.cli import run
+from framework.config.rules import integer
+from framework.engine.cli import check_options, run
 from framework.engine.trained import load_trained_task
 
 
@@ -38,6 +39,7 @@ def format_rows(rows: list[dict]) -> str:
 
 
 def main(args: argparse.Namespace) -> None:
+    check_options({"--size": (args.size, integer(1)), "--depth": (args.depth, integer(0))})
     task, _ = load_trained_task(args.config, args.checkpoint, args.overrides)
     report = {}
     for name, (network, example) in task_examples(task, tuple(args.size)).items():

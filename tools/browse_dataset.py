@@ -17,8 +17,9 @@ import numpy as np
 import torch
 
 from framework.config import import_custom_modules, load_config, to_plain
+from framework.config.rules import integer
 from framework.data.loader import build_dataloader
-from framework.engine.cli import run
+from framework.engine.cli import check_options, run
 from framework.errors import ConfigError
 from framework.visualization.masks import overlay, write_rgb
 from framework.visualization.palette import colorize
@@ -52,6 +53,7 @@ def rows_of(batch: dict, dataset) -> list[np.ndarray]:
 
 
 def main(args: argparse.Namespace) -> None:
+    check_options({"--num": (args.num, integer(1)), "--rows": (args.rows, integer(1))})
     cfg = load_config(args.config, args.overrides)
     import_custom_modules(cfg)
     plain = to_plain(cfg)

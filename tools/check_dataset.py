@@ -26,8 +26,10 @@ from tqdm import tqdm
 from framework.analysis.class_weights import METHODS, compute_weights
 from framework.analysis.dataset_scan import class_totals, read_mask_raw, scan
 from framework.config import import_custom_modules, load_config, to_plain
+from framework.config.rules import integer
 from framework.data.base import SegmentationDataset
-from framework.engine.cli import run
+from framework.data.folder import duplicate_names_collected
+from framework.engine.cli import check_options, run
 from framework.errors import ConfigError
 from framework.registry import DATASETS
 from framework.visualization.masks import write_index_mask
@@ -113,10 +115,12 @@ def convert_rgb_masks(records, dataset: SegmentationDataset, folder: Path) -> in
 
 
 def main(args: argparse.Namespace) -> int:
-    dataset = build_dataset(args.config, args.split, args.overrides)
+    check_options({"--workers": (args.workers, integer(0))})
+    with duplicate_names_collected() as duplicates:  # listed with the other problems, not fatal here
+        dataset = build_dataset(args.config, args.split, args.overrides)
     with tqdm(total=len(dataset), disable=not sys.stdout.isatty(), file=sys.stdout, unit="sample", leave=False) as bar:
         records = scan(dataset, args.workers, on_record=lambda done: bar.update(1))
-    problems = problems_of(records, dataset, args.config)
+    problems = duplicates + problems_of(records, dataset, args.config)
     rows, table = class_table(records, dataset)
     sizes = size_statistics(records)
     print(f"data.{args.split}: {type(dataset).__name__}, {len(records)} samples, {dataset.num_classes} classes")

@@ -8,17 +8,24 @@ normalisation inside, logits out; pix2pix: images in [0, 1] out) or, for an unco
 noise (N x latent_dim x 1 x 1). With --dynamic the batch, height and width are free (ONNX
 dynamic axes; TorchScript is traced, which keeps sizes free for the framework's networks).
 
-After writing the file, the exported model (onnxruntime for ONNX) and PyTorch run on the same
-random batch, at the export size and, with --dynamic, a second size; the max absolute
-difference is printed, and the exit status is 1 when it exceeds --atol (default 1e-4 for
-ONNX, 1e-5 for TorchScript). ONNX needs the optional extra: pip install -e ".[export]".
+Before the file is written, the exported model (onnxruntime for ONNX) and PyTorch run on the
+same random batch, at the export size and, with --dynamic, at three more sizes and batch sizes
+(sides that are not multiples of 32 among them when the network takes any size); the max
+absolute difference is printed. When it exceeds --atol (default 1e-4 for ONNX, 1e-5 for
+TorchScript) or an output is not finite, the exit status is 1 and no file is left at --output.
+A checkpoint with NaN or inf weights is refused. ONNX needs the optional extra:
+pip install -e ".[export]".
 """
 
 import argparse
+import errno
 import math
+import os
 import sys
 from pathlib import Path
 
+from framework.config.rules import integer, number
+from framework.engine.cli import check_options as check_options_against
 from framework.engine.cli import run
 from framework.engine.trained import load_trained_task
 from framework.inference.export import FORMATS, deployable, example_inputs, export, max_difference, require_onnx
@@ -41,37 +48,76 @@ def parse_args() -> argparse.ArgumentParser:
     return parser
 
 
+def check_options(args: argparse.Namespace) -> None:
+    """Refuse option values no export can use, before anything is loaded."""
+    check_options_against({"--size": (args.size, integer(1)), "--batch": (args.batch, integer(1)),
+                           "--atol": (args.atol, number(min=0, finite=True))})
+
+
 def check_sizes(size: list[int], batch: int, divisor: int, dynamic: bool) -> list[tuple[int, tuple[int, int]]]:
-    """(batch, (H, W)) to compare at: the export size, and with --dynamic another one."""
-    first = tuple(math.ceil(s / divisor) * divisor for s in size)
+    """(batch, (H, W)) to compare at: the export size and, with --dynamic, three more: larger,
+    odd-sided and smaller (each rounded up to the divisor, so with divisor 1 none is a
+    multiple of 32: a traced graph that kept the export size's padding shows there)."""
+    def rounded(h: int, w: int) -> tuple[int, int]:
+        return math.ceil(h / divisor) * divisor, math.ceil(w / divisor) * divisor
+
+    first = rounded(*size)
     sizes = [(batch, first)]
     if dynamic:
-        step = max(divisor, 8)
-        sizes.append((batch + 1, (first[0] + 2 * step, first[1] + step)))
+        h, w = first
+        sizes += [(batch + 1, rounded(h + 16, w + 8)), (1, rounded(h + 17, w + 41)),
+                  (2, rounded(max(1, h // 2 + 1), max(1, w // 2 - 1)))]
     return sizes
 
 
+def compare(module, staged: Path, args, kind: str, divisor_or_channels: int, sizes) -> tuple[float, tuple]:
+    """(worst max abs difference, the input shape it was found at); NaN when an output is not finite."""
+    worst, where = 0.0, ()
+    for seed, (batch, size) in enumerate(sizes, start=1):
+        inputs = example_inputs(kind, size, batch, divisor_or_channels, seed)
+        difference = max_difference(module, staged, args.format, inputs)
+        print(f"{args.format} vs PyTorch on input {tuple(inputs.shape)}: max abs difference {difference:.3e}")
+        if not (difference <= worst):  # NaN (a non-finite output) wins over any number
+            worst, where = difference, tuple(inputs.shape)
+    return worst, where
+
+
 def main(args: argparse.Namespace) -> int:
+    check_options(args)
     if args.format == "onnx":
         require_onnx()  # refuse before any work when the extra is missing
-    task, _ = load_trained_task(args.config, args.checkpoint, args.overrides)
+    task, _ = load_trained_task(args.config, args.checkpoint, args.overrides)  # refuses NaN/inf weights
     module, kind, divisor_or_channels = deployable(task)
     divisor = divisor_or_channels if kind == "image" else 1
     sizes = check_sizes(args.size, args.batch, divisor, args.dynamic)
     example = example_inputs(kind, sizes[0][1], sizes[0][0], divisor_or_channels, seed=0)
     output = Path(args.output)
-    export(module, example, output, args.format, args.dynamic)
-    atol = args.atol if args.atol is not None else DEFAULT_ATOL[args.format]
-    worst = 0.0
-    for seed, (batch, size) in enumerate(sizes, start=1):
-        inputs = example_inputs(kind, size, batch, divisor_or_channels, seed)
-        difference = max_difference(module, output, args.format, inputs)
-        worst = max(worst, difference)
-        print(f"{args.format} vs PyTorch on input {tuple(inputs.shape)}: max abs difference {difference:.3e}")
+    if output.parent.exists() and not output.parent.is_dir():
+        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(output.parent))
+    staged = output.with_name(f".{output.name}.unchecked-{os.getpid()}")  # at --output only once checked
+    try:
+        try:
+            export(module, example, staged, args.format, args.dynamic)
+        except OSError as err:  # name the file the user asked for, not the temporary one
+            ours = str(err.filename or "").startswith(str(staged))
+            raise OSError(err.errno, err.strerror, str(output) if ours else err.filename) from err
+        atol = args.atol if args.atol is not None else DEFAULT_ATOL[args.format]
+        worst, where = compare(module, staged, args, kind, divisor_or_channels, sizes)
+        if math.isnan(worst):
+            print(f"error: the exported model or PyTorch gives non-finite outputs on input {where}; "
+                  f"nothing written to {output}", file=sys.stderr)
+            return 1
+        if not worst <= atol:
+            dynamic = " (--dynamic: the traced graph does not follow this input size; export at the size you " \
+                      "deploy, without --dynamic)" if args.dynamic and kind == "image" and where[2:] != sizes[0][1] else ""
+            print(f"error: the exported model differs from PyTorch by {worst:.3e} > --atol {atol:g} on input "
+                  f"{where}{dynamic}; nothing written to {output}", file=sys.stderr)
+            return 1
+        os.replace(staged, output)
+    finally:
+        if staged.exists():  # (unlink(missing_ok) raises when a parent is not a folder)
+            staged.unlink()
     print(f"wrote {output} ({output.stat().st_size / 2**20:.2f} MiB)")
-    if worst > atol:
-        print(f"error: the exported model differs from PyTorch by {worst:.3e} > --atol {atol:g}", file=sys.stderr)
-        return 1
     return 0
 
 

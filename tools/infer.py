@@ -12,6 +12,7 @@ A conditional GAN (pix2pix) writes <output>/<name>.png from each input; an uncon
 """
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -20,9 +21,11 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from framework.config.rules import integer, number
+from framework.config.schema import SEED_MAX
 from framework.data.folder import list_inputs, read_rgb_image
 from framework.engine.build import select_device
-from framework.engine.cli import run
+from framework.engine.cli import check_options, run
 from framework.engine.trained import load_trained_task
 from framework.errors import ConfigError
 from framework.visualization.masks import overlay, write_index_mask, write_rgb
@@ -48,6 +51,22 @@ def parse_args() -> argparse.ArgumentParser:
     parser.add_argument("--progress", choices=["auto", "on", "off"], default="auto", help="progress bar")
     parser.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides")
     return parser
+
+
+def distinct_inputs(paths: list[Path]) -> list[Path]:
+    """The inputs once each; refused when two different files would write the same result
+    (`<name>.png` comes from the file name without its suffix: one/x.png, one/x.jpg, two/x.png)."""
+    unique = list(dict.fromkeys(Path(os.path.abspath(p)) for p in paths))  # one file named twice: read once
+    by_stem: dict[str, list[Path]] = {}
+    for path in unique:
+        by_stem.setdefault(path.stem, []).append(path)
+    clashes = {stem: found for stem, found in by_stem.items() if len(found) > 1}
+    if clashes:
+        stem, found = next(iter(clashes.items()))
+        more = f" (and {len(clashes) - 1} more names)" if len(clashes) > 1 else ""
+        raise ConfigError(f"--input: {', '.join(map(str, found))} would all be written as {stem}.png{more}; "
+                          "give them in separate runs with different --output folders, or rename them")
+    return unique
 
 
 def same_size_batches(paths: list[Path], batch_size: int):
@@ -114,7 +133,16 @@ def autocast(device: torch.device, enabled: bool):
     return torch.autocast(device.type, dtype=dtype, enabled=enabled)
 
 
+def check_infer_options(args: argparse.Namespace) -> None:
+    """Refuse option values no run can use, before the model is loaded."""
+    check_options({"--batch-size": (args.batch_size, integer(1)), "--tile-batch": (args.tile_batch, integer(1)),
+                   "--crop": (args.crop, integer(1)), "--stride": (args.stride, integer(1)),
+                   "--scales": (args.scales, number(above=0, finite=True)), "--num": (args.num, integer(1)),
+                   "--seed": (args.seed, integer(0, max=SEED_MAX))})
+
+
 def main(args: argparse.Namespace) -> None:
+    check_infer_options(args)
     device = select_device(args.device)
     task, _ = load_trained_task(args.config, args.checkpoint, args.overrides, device)
     output = Path(args.output)
@@ -122,7 +150,7 @@ def main(args: argparse.Namespace) -> None:
     unconditional = not segmentation and not getattr(task, "conditional", True)
     if not unconditional and not args.input:
         raise ConfigError("--input: give image files, folders or glob patterns")
-    paths = [] if unconditional else list_inputs(args.input)
+    paths = [] if unconditional else distinct_inputs(list_inputs(args.input))
     total = args.num if unconditional else len(paths)
     show = sys.stdout.isatty() if args.progress == "auto" else args.progress == "on"
     bar = tqdm(total=total, disable=not show, file=sys.stdout, unit="image", leave=False)

@@ -21,7 +21,8 @@ import sys
 # Only what reads and validates the config is imported up front (no torch): `--help` and a
 # config mistake answer in well under two seconds. torch comes with the engine, in main().
 from framework.config import default_work_dir, load_config
-from framework.engine.cli import run, setup_logging
+from framework.engine.cli import log_file_only, run, setup_logging
+from framework.errors import ConfigError
 
 
 def parse_args() -> argparse.ArgumentParser:
@@ -42,6 +43,9 @@ def main(args: argparse.Namespace) -> int:
         # `--resume key=value ...`: argparse took the first override as the checkpoint path.
         args.overrides.insert(0, args.resume)
         args.resume = True
+    if args.resume and args.overwrite:
+        raise ConfigError("--resume and --overwrite together: --resume continues the run in the work dir, "
+                          "--overwrite moves it aside to start a new one; give one of them")
     notes: list[str] = []
     cfg = load_config(args.config, args.overrides, notes)
     cfg.work_dir = args.work_dir or cfg.work_dir or default_work_dir(args.config)
@@ -59,8 +63,10 @@ def main(args: argparse.Namespace) -> int:
             logging.getLogger("framework").info(
                 f"srun: {from_slurm['WORLD_SIZE']} processes from SLURM_* variables, master "
                 f"{from_slurm['MASTER_ADDR']}:{from_slurm['MASTER_PORT']}")
-        with claim_work_dir(cfg.work_dir, resuming, args.overwrite, main_process=is_main()):
+        with claim_work_dir(cfg.work_dir, resuming, args.overwrite, main_process=is_main()) as notices:
             setup_logging(cfg.work_dir, main_process=is_main())
+            for notice in notices:  # shown on the console already: into train.log too
+                log_file_only(notice)
             for note in notes:  # e.g. base keys dropped by a change of type, logged on rank 0
                 logging.getLogger("framework").info(f"config: {note}")
             trainer = build_trainer(cfg, cfg.work_dir, resume=args.resume, overrides=args.overrides)
@@ -81,7 +87,9 @@ def entry() -> int:
     if "TORCHELASTIC_RUN_ID" in os.environ:  # under torchrun: the failing rank's error goes in its summary
         from torch.distributed.elastic.multiprocessing.errors import record
 
-        return record(run)(main, parse_args())
+        from framework.engine.cli import write_torchelastic_error_file
+
+        return record(run)(main, parse_args(), on_error=write_torchelastic_error_file)
     return run(main, parse_args())
 
 

@@ -89,6 +89,9 @@ def inspect_sample(dataset: SegmentationDataset, index: int) -> SampleRecord:
         record.problems.append(f"{where}: mask values {shown} outside [0, {dataset.num_classes}) "
                                f"(ignore_index {dataset.ignore_index})")
     record.counts = values[: dataset.num_classes]
+    if not bad and mask.min() >= 0 and mask.size and not record.counts.any():
+        record.problems.append(f"{where}: every pixel is ignore_index {dataset.ignore_index}: "
+                               "the sample adds nothing to the loss or the metrics")
     return record
 
 

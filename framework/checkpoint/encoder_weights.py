@@ -103,6 +103,9 @@ def encoder_prefix(file_keys, encoder_keys: set[str], where: str) -> str:
     return prefixes.most_common(1)[0][0]
 
 
+ENCODER_MIN_LOADED_RATIO = 0.9  # of the encoder's tensors (BatchNorm counters aside)
+
+
 def encoder_load_spec(network: nn.Module, path_in_task: str) -> LoadSpec:
     """The LoadSpec loading `network.encoder_weights` into `network.encoder`."""
     where = f"{path_in_task}.encoder_weights"
@@ -122,8 +125,11 @@ def encoder_load_spec(network: nn.Module, path_in_task: str) -> LoadSpec:
     inside = encoder.weights_prefix
     own = {k[len(inside):] for k in encoder.state_dict() if k.startswith(inside)}
     prefix = encoder_prefix(weights_in_file(source), own, where)
+    # The encoder is the part being loaded: every tensor of it of another shape is an error
+    # (the stem adapted when adapt_in_channels asks), and most of it must come from the file.
     return LoadSpec(checkpoint=source, prefix=prefix, rename={"^": f"encoder.{inside}"},
-                    adapt_in_channels=network.adapt_in_channels)
+                    adapt_in_channels=network.adapt_in_channels, scope=f"encoder.{inside}",
+                    min_loaded_ratio=ENCODER_MIN_LOADED_RATIO)
 
 
 def encoder_summary(report, network: nn.Module) -> str:

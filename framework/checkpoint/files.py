@@ -23,6 +23,7 @@ from pathlib import Path
 
 import torch
 
+from framework.checkpoint.pickle_globals import unsafe_globals
 from framework.errors import CheckpointError
 
 logger = logging.getLogger("framework")
@@ -31,7 +32,6 @@ LATEST = "latest"
 TRAINING_CHECKPOINT_KEYS = ("meta", "task", "optim", "rng")
 _ITER_NAME = re.compile(r"^iter_(\d+)\.pth$")
 _TEMP_NAME = re.compile(r"^\..+\.tmp-(\d+)$")
-_UNSAFE_GLOBAL = re.compile(r"Unsupported global: GLOBAL (\S+)")
 
 
 class UnsafeCheckpointError(CheckpointError):
@@ -92,11 +92,42 @@ def process_alive(pid: int) -> bool:
     return True
 
 
+class _WriteErrors:
+    """A file object that remembers the OSError of a failed write: torch's zip writer turns it
+    into a RuntimeError about file positions, which says nothing about the disk."""
+
+    def __init__(self, file):
+        self.file = file
+        self.error: OSError | None = None
+
+    def write(self, data) -> int:
+        try:
+            return self.file.write(data)
+        except OSError as err:
+            self.error = err
+            raise
+
+    def flush(self) -> None:
+        self.file.flush()
+
+
 def save_checkpoint(state: dict, path: str | os.PathLike) -> None:
+    """Write `state` atomically. A file-system failure (a full disk, a lost mount) is an OSError
+    naming `path` (`error: <path>: No space left on device`, exit status 1); the previous
+    checkpoint and `latest` are intact."""
+    def write(f) -> None:
+        recorder = _WriteErrors(f)
+        try:
+            torch.save(state, recorder)
+        except RuntimeError as err:
+            if recorder.error is None:
+                raise
+            raise recorder.error from err
+
     try:
-        atomic_write_bytes(Path(path), lambda f: torch.save(state, f))
-    except OSError as err:  # a full disk, a lost mount: say which file, the previous one is intact
-        raise CheckpointError(f"cannot write checkpoint {path}: {err.strerror or err}") from err
+        atomic_write_bytes(Path(path), write)
+    except OSError as err:
+        raise OSError(err.errno, err.strerror or str(err), str(path)) from err
 
 
 def _first_line(err: BaseException) -> str:
@@ -125,10 +156,10 @@ def read_weights_file(path: str | os.PathLike) -> dict:
             warnings.simplefilter("ignore")
             state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # noqa: BLE001 - every failure becomes one clear message
-        found = _UNSAFE_GLOBAL.search(str(err))
-        if found:  # a real pickle of some class: the weights-only loader refused to import it
+        unsafe = unsafe_globals(path)  # read from the file's pickles, not from torch's message
+        if unsafe:  # a real pickle of some class: the weights-only loader refused to import it
             raise UnsafeCheckpointError(
-                f"refused to load {path}: it holds pickled objects ({found.group(1)}) besides tensors and "
+                f"refused to load {path}: it holds pickled objects ({', '.join(unsafe[:3])}) besides tensors and "
                 "plain containers, and unpickling them could run code; re-save it as a state dict of tensors"
             ) from err
         # Anything else (random bytes, a truncated archive, a text file) is not a readable checkpoint.
@@ -214,9 +245,17 @@ def load_latest_checkpoint(folder: str | os.PathLike) -> tuple[Path, dict] | Non
     return None
 
 
-def prune(folder: Path, keep_last: int) -> None:
-    """Delete all but the newest `keep_last` iteration checkpoints (never best.pth)."""
+def prune(folder: Path, keep_last: int, current_iter: int | None = None) -> None:
+    """Delete all but the newest `keep_last` iteration checkpoints (never best.pth).
+
+    A run resumed from an older checkpoint finds the abandoned trajectory's later checkpoints
+    (iterations past `current_iter`): they count as the oldest, so retention deletes them
+    before any of the run's own new ones."""
     if keep_last <= 0:
         return
-    for old in iteration_checkpoints(folder)[:-keep_last]:
+    found = iteration_checkpoints(folder)
+    if current_iter is not None:
+        abandoned = [p for p in found if int(_ITER_NAME.match(p.name).group(1)) > current_iter]
+        found = abandoned + [p for p in found if p not in abandoned]
+    for old in found[:-keep_last]:
         old.unlink(missing_ok=True)

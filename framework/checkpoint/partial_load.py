@@ -39,9 +39,14 @@ class LoadSpec:
     strict: bool = False
     min_loaded_ratio: float = 0.0
     adapt_in_channels: str | None = None  # zeros | mean: adapt stems (framework/checkpoint/stem_adapt.py)
+    # The part of the module this load is for (a key prefix such as "encoder."), set by the
+    # framework, not the config: a shape mismatch inside it is an error (weights of another
+    # model), and min_loaded_ratio counts its tensors only.
+    scope: str | None = None
 
     @classmethod
-    def from_config(cls, value, path: str) -> LoadSpec:
+    def from_config(cls, value, path: str, default_ratio: float = 0.0) -> LoadSpec:
+        """`default_ratio`: min_loaded_ratio when the config gives none (load_from: 0.5)."""
         if isinstance(value, (str, Path)):
             value = {"checkpoint": str(value)}
         if not isinstance(value, Mapping):
@@ -57,7 +62,7 @@ class LoadSpec:
                 re.compile(pattern)
             except re.error as err:
                 raise ConfigError(f"{path}.rename: '{pattern}' is not a regular expression: {err}") from err
-        ratio = value.get("min_loaded_ratio", 0.0)
+        ratio = value.get("min_loaded_ratio", default_ratio)
         if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not 0.0 <= ratio <= 1.0:
             raise ConfigError(f"{path}.min_loaded_ratio: must be a number in [0, 1], got {ratio!r}")
         strict = value.get("strict", False)
@@ -84,6 +89,7 @@ class LoadReport:
     shape_mismatched: list[dict] = field(default_factory=list)  # {key, source, checkpoint_shape, model_shape}
     outside_prefix: int = 0  # tensors of the file not under `prefix`: not considered
     module_counters: int = 0  # BatchNorm num_batches_tracked of the module: not counted as loaded weights
+    module_learned_in_scope: int = 0  # the module's tensors inside spec.scope, counters left out
 
     def counts(self) -> dict[str, int]:
         adapted = sum(1 for e in self.loaded if e.get("adapted"))
@@ -99,6 +105,31 @@ class LoadReport:
     @property
     def loaded_ratio(self) -> float:
         return self.loaded_learned / max(self.module_tensors - self.module_counters, 1)
+
+    def in_scope(self, key: str) -> bool:
+        return self.spec.scope is None or key.startswith(self.spec.scope)
+
+    def scope_ratio(self) -> tuple[int, int]:
+        """(loaded, learned) tensors inside the spec's scope, BatchNorm counters left out."""
+        loaded = sum(1 for e in self.loaded if self.in_scope(e["key"]) and not is_counter(e["key"]))
+        learned = self.module_learned_in_scope
+        return loaded, learned
+
+    def left_random(self) -> str:
+        """One line: how much was loaded, and which of the module's tensors keep their initial
+        (random) values, by cause."""
+        learned = self.module_tensors - self.module_counters
+        line = f"{self.target}: loaded {self.loaded_learned} of {learned} tensors ({self.loaded_ratio:.0%})"
+        mismatched = [e for e in self.shape_mismatched if not is_counter(e["key"])]
+        missing = [e for e in self.missing if not is_counter(e["key"])]
+        if not (mismatched or missing):
+            return line + "; none left at its initial values"
+        parts = []
+        if mismatched:
+            parts.append(f"{len(mismatched)} of another shape in the file ({_examples(mismatched, lambda e: e['key'])})")
+        if missing:
+            parts.append(f"{len(missing)} not in the file ({_examples(missing, lambda e: e['key'])})")
+        return line + "; left at their initial (random) values: " + ", ".join(parts)
 
     def to_json(self) -> dict:
         return {"checkpoint": self.spec.checkpoint, "prefix": self.spec.prefix, "rename": self.spec.rename,
@@ -185,6 +216,7 @@ def match_weights(weights: Mapping[str, torch.Tensor], own: Mapping[str, torch.T
     module's keys, exactly or with `module.`/`_orig_mod.` components ignored on both sides.
     """
     report = LoadReport(target=target, spec=spec, module_tensors=len(own), module_counters=sum(map(is_counter, own)))
+    report.module_learned_in_scope = sum(1 for k in own if report.in_scope(k) and not is_counter(k))
     by_plain_name = _keys_by_plain_name(own)
     selected: dict[str, torch.Tensor] = {}
     taken_from: dict[str, str] = {}
@@ -231,9 +263,24 @@ def load_into(module: nn.Module, spec: LoadSpec, target: str) -> LoadReport:
         only = " but BatchNorm num_batches_tracked counters" if selected else ""
         raise CheckpointError(f"{where}: no tensor{only} matched the module's names and shapes "
                               f"({report.problems() or 'nothing under the prefix'}); check prefix and rename")
-    if report.loaded_ratio < spec.min_loaded_ratio:
-        learned = report.module_tensors - report.module_counters
-        raise CheckpointError(f"{where}: loaded {report.loaded_learned} of {learned} tensors besides BatchNorm "
-                              f"counters ({report.loaded_ratio:.0%}), below min_loaded_ratio {spec.min_loaded_ratio:g}")
+    if spec.scope is not None:
+        refuse_mismatches_in_scope(report, where)
+    loaded, learned = report.scope_ratio()
+    if loaded / max(learned, 1) < spec.min_loaded_ratio:
+        part = f" of {spec.scope.rstrip('.')}" if spec.scope else ""
+        raise CheckpointError(f"{where}: loaded {loaded} of {learned} tensors{part} besides BatchNorm "
+                              f"counters ({loaded / max(learned, 1):.0%}), below min_loaded_ratio "
+                              f"{spec.min_loaded_ratio:g}; {report.problems()}"[:1200])
     module.load_state_dict(selected, strict=False)
     return report
+
+
+def refuse_mismatches_in_scope(report: LoadReport, where: str) -> None:
+    """Inside the part being loaded (an encoder), a tensor of another shape means weights of
+    another model (resnet50 for resnet18): an error, not a silent skip. The stem, when its
+    input channels differ, was adapted before (adapt_in_channels) and is not a mismatch."""
+    inside = [e for e in report.shape_mismatched if report.in_scope(e["key"])]
+    if inside:
+        shown = _examples(inside, lambda e: f"{e['key']} {e['checkpoint_shape']} vs {e['model_shape']}", 3)
+        raise CheckpointError(f"{where}: {len(inside)} tensors of {report.spec.scope.rstrip('.')} have another shape "
+                              f"in the file ({shown}): are these weights of another model?")

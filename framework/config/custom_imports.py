@@ -59,16 +59,41 @@ def _import_file(path: Path) -> None:
     name = path.name if package else path.stem
     if name in sys.modules and getattr(sys.modules[name], "__file__", None) == str(init):
         return  # imported already (a second run in this process)
+    _refuse_shadowing(name, path, init)
     if str(path.parent) not in sys.path:  # so the module can import its neighbours
         sys.path.insert(0, str(path.parent))
     spec = importlib.util.spec_from_file_location(name, init, submodule_search_locations=[str(path)] if package else None)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
+    _FROM_FILES.add(name)
     try:
         spec.loader.exec_module(module)
     except BaseException:
         del sys.modules[name]
         raise
+
+
+_FROM_FILES: set[str] = set()  # module names this process imported from custom_imports files
+
+
+def _refuse_shadowing(name: str, path: Path, init: Path) -> None:
+    """A file is imported under its own name, in sys.modules for every later import: a name
+    that is a standard-library or installed module would replace that module everywhere."""
+    if name in _FROM_FILES:
+        return  # one of ours (a second run in this process, maybe from another folder)
+    if name in sys.stdlib_module_names:
+        other = "a standard-library module"
+    else:
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            spec = None
+        origin = getattr(spec, "origin", None)
+        if spec is None or (origin and Path(origin).resolve() == init.resolve()):
+            return
+        other = f"an installed module ({origin or 'a namespace package'})"
+    raise ConfigError(f"custom_imports: {path}: '{name}' is also the name of {other}, which importing this file "
+                      "would replace for every later import; rename the file")
 
 
 def _import_name(name: str) -> None:

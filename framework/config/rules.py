@@ -52,21 +52,28 @@ def _integral(value: Any) -> Any:
     return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
-def integer(min: int) -> Rule:
-    return Rule(f"an integer >= {min}", lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= min,
-                convert=_integral, inside=(min,), outside=(min - 1,))
+def integer(min: int, max: int | None = None) -> Rule:
+    upper = f" and <= {max}" if max is not None else ""
+    return Rule(f"an integer >= {min}{upper}",
+                lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= min and (max is None or v <= max),
+                convert=_integral, inside=(min,) + ((max,) if max is not None else ()),
+                outside=(min - 1,) + ((max + 1,) if max is not None else ()))
 
 
-def number(min: float | None = None, above: float | None = None, max: float | None = None) -> Rule:
+def number(min: float | None = None, above: float | None = None, max: float | None = None,
+           finite: bool = False) -> Rule:
+    """A number in the bounds; `finite`: inf refused too (a learning rate; not a norm type, where
+    inf means the max norm)."""
     bounds = [f">= {min:g}" if min is not None else "", f"> {above:g}" if above is not None else "",
               f"<= {max:g}" if max is not None else ""]
     # the boundary: the bound itself where it is allowed, the next float past it where it is not
     inside = [b for b in (min, max) if b is not None] + ([math.nextafter(above, math.inf)] if above is not None else [])
     outside = ([math.nextafter(min, -math.inf)] if min is not None else []) + ([above] if above is not None else []) \
-        + ([math.nextafter(max, math.inf)] if max is not None else [])
-    return Rule(" ".join(["a number", *filter(None, bounds)]),
+        + ([math.nextafter(max, math.inf)] if max is not None else []) + ([math.inf] if finite and max is None else [])
+    return Rule(" ".join(["a finite number" if finite else "a number", *filter(None, bounds)]),
                 lambda v: _is_number(v) and (min is None or v >= min) and (above is None or v > above)
-                and (max is None or v <= max), inside=tuple(inside), outside=tuple(outside))
+                and (max is None or v <= max) and (not finite or math.isfinite(v)),
+                inside=tuple(inside), outside=tuple(outside))
 
 
 def one_of(*choices: Any) -> Rule:

@@ -83,15 +83,17 @@ LOADER = section({"dataset": node, "batch_size": integer(1), "num_workers": any_
                    "cache": optional(one_of("memory", "auto")), "cache_limit_mb": number(above=0)}, required=("dataset",))
 CLIP_GRAD = section({"max_norm": number(above=0), "norm_type": number(above=0), "error_if_nonfinite": boolean,
                       "foreach": optional(boolean)}, required=("max_norm",))
-OPTIMIZER = section({"type": string, "lr": number(above=0), "weight_decay": number(min=0),
-                      "momentum": number(min=0), "eps": number(above=0), "params": optional(strings),
+OPTIMIZER = section({"type": string, "lr": number(above=0, finite=True), "weight_decay": number(min=0, finite=True),
+                      "momentum": number(min=0, finite=True), "eps": number(above=0, finite=True), "params": optional(strings),
                       "clip_grad": optional(CLIP_GRAD), "scheduler": optional(node)},
                      required=("type",), open=True)  # other keywords go to the optimizer class
 LOAD_SPEC = section({"checkpoint": string, "prefix": string, "rename": mapping, "strict": boolean,
                       "min_loaded_ratio": number(min=0, max=1), "adapt_in_channels": optional(one_of("zeros", "mean"))},
                      required=("checkpoint",))
+# torch.manual_seed takes < 2**64 and each process adds its rank: a seed fits in int64.
+SEED_MAX = 2**63 - 1
 SCHEMA = section({
-    "work_dir": optional(string), "seed": integer(0), "deterministic": boolean, "device": string,
+    "work_dir": optional(string), "seed": integer(0, max=SEED_MAX), "deterministic": boolean, "device": string,
     "custom_imports": strings, "load_from": optional(any_of(string, mapping)),
     "auto_resume": one_of(True, False, "auto"),
     "task": node, "data": section({"train": optional(LOADER), "val": optional(LOADER), "test": optional(LOADER)}),

@@ -8,9 +8,11 @@ single-channel PNGs.
 
 from __future__ import annotations
 
+import contextvars
 import glob
 import os
 from collections.abc import Iterable, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 import cv2
@@ -88,9 +90,30 @@ def files_by_stem(folder: str, suffixes: Iterable[str]) -> dict[str, str]:
             continue
         stem = entry.name[: -len(suffix)]
         if stem in found:
-            raise DataError(f"{folder}: both {found[stem]} and {entry.name} are named {stem}; keep one")
+            problem = f"{folder}: both {found[stem]} and {entry.name} are named {stem}; keep one"
+            collected = _DUPLICATES.get()
+            if collected is None:
+                raise DataError(problem)
+            collected.append(problem)  # tools/check_dataset.py lists it with the other problems
+            continue
         found[stem] = entry.name
     return found
+
+
+# While set (by `duplicate_names_collected`), files_by_stem records duplicate names here and
+# keeps the first file instead of refusing the folder.
+_DUPLICATES: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("duplicate_names", default=None)
+
+
+@contextmanager
+def duplicate_names_collected():
+    """Within the block, datasets are built despite duplicate sample names; yields their list."""
+    found: list[str] = []
+    token = _DUPLICATES.set(found)
+    try:
+        yield found
+    finally:
+        _DUPLICATES.reset(token)
 
 
 def require_all(names: Iterable[str], found: dict[str, str], what: str, folder: str) -> None:

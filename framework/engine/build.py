@@ -2,7 +2,7 @@
 
 The order of `build_trainer` matters and is the one place to read it:
 loaders -> networks (task, frozen/norm_eval, pretrained unless resuming, SyncBN, channels_last)
--> optimizers (+ GradScaler) -> DDP (rank 0's weights broadcast) -> hooks -> loggers (rank 0)
+-> optimizers (+ GradScaler) -> DDP (rank 0's weights broadcast) -> hooks (before the first file) -> loggers (rank 0)
 -> Trainer -> resume -> run summary. The process group is the caller's (tools/train.py).
 """
 
@@ -31,9 +31,10 @@ from framework.engine.random_state import seed_everything
 from framework.engine.resume import checkpoint_to_resume, resume_trainer
 from framework.engine.trainer import Trainer
 from framework.errors import ConfigError
-from framework.metrics.base import fit_metrics_to_dataset
+from framework.metrics import is_per_class
+from framework.metrics.base import fit_metrics_to_dataset, known_result_names
 from framework.optim.optimizers import Optimizers, build_optimizers
-from framework.registry import HOOKS, METRICS, TASKS
+from framework.registry import HOOKS, METRICS, TASKS, did_you_mean
 
 logger = logging.getLogger("framework")
 
@@ -61,7 +62,7 @@ def build_trainer(cfg: DictConfig, work_dir: str, resume: str | bool | None = No
     optim = build_optim(plain, task, device, max_iters, amp_dtype)
     optim.ddp_networks = wrap_networks(task, device, plain["dist"]["find_unused_parameters"],
                                        plain["dist"]["broadcast_buffers"])  # after loading: rank 0's weights
-    hooks = build_hooks(plain, val_loader)  # before the loggers write anything: a hook's keywords may be wrong
+    hooks = build_hooks(plain, val_loader)  # before the first file is written: a wrong hook or metric name
     logger_group = open_loggers(cfg, work_dir, loggers, resume_from[1]["meta"]["iter"] if resume_from else None)
     trainer = Trainer(task, optim, train_loader, hooks, max_iters, work_dir, device, loggers=logger_group,
                       accumulate=plain["train"]["accumulate"], amp_dtype=amp_dtype,
@@ -169,7 +170,21 @@ def build_hooks(cfg: dict, val_loader) -> list:
         HParamsHook(best_metric=train["best_metric"], best_mode=train["best_mode"]),
     ]
     hooks += [HOOKS.build(node, path=f"hooks[{i}]") for i, node in enumerate(cfg.get("hooks") or [])]
+    check_best_metric(train["best_metric"], metrics if val_loader is not None else [])
     return hooks
+
+
+def check_best_metric(name: str | None, metrics: list) -> None:
+    """train.best_metric must be a value the evaluation returns: refused at start-up, not at the
+    first evaluation after an interval of training (a custom metric that cannot name its
+    values in advance is still checked there)."""
+    known = known_result_names(metrics) if name and metrics else None
+    if known is not None and name not in known:
+        summary = ", ".join(k for k in known if not is_per_class(k))
+        per_class = next((k for k in known if is_per_class(k)), None)
+        also = f"; per class e.g. {per_class}" if per_class else ""
+        raise ConfigError(f"train.best_metric: '{name}' is not a metric of this run (have: {summary}{also})"
+                          f"{did_you_mean(name, known)}")
 
 
 def log_run_summary(trainer: Trainer, batch: int) -> None:

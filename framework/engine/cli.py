@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import json
 import logging
+import os
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
-from framework.errors import UserError
+from framework.errors import ConfigError, UserError
 
 logger = logging.getLogger("framework")
 
@@ -23,6 +26,18 @@ def user_error_line(err: BaseException) -> str:
     return text
 
 
+def check_options(checks: dict[str, tuple]) -> None:
+    """Refuse command-line values no run can use, with the config's rules and wording:
+    {"--batch-size": (args.batch_size, integer(1))} -> `--batch-size: expected an integer >= 1, got 0`.
+    None means not given; each item of a list (`--size H W`) is checked."""
+    errors: list[str] = []
+    for option, (value, rule) in checks.items():
+        for item in value if isinstance(value, (list, tuple)) else [] if value is None else [value]:
+            rule(item, option, errors)
+    if errors:
+        raise ConfigError("\n".join(dict.fromkeys(errors)))
+
+
 def os_error_line(err: OSError) -> str:
     """'<path>: <cause>' for a file-system failure (no space left, permission denied, ...)."""
     where = err.filename if err.filename is not None else "a file"
@@ -30,10 +45,11 @@ def os_error_line(err: OSError) -> str:
 
 
 def run(main: Callable[[argparse.Namespace], int | None], parser: argparse.ArgumentParser,
-        argv: list[str] | None = None) -> int:
+        argv: list[str] | None = None, on_error: Callable[[str], None] | None = None) -> int:
     """Parse args and run `main`. A UserError becomes `error: <one line>` (one per mistake when it
     lists several, as a config check does) and exit status 2; a file-system error (disk full, an
-    unwritable folder) `error: <path>: <cause>` and exit status 1."""
+    unwritable folder) `error: <path>: <cause>` and exit status 1. `on_error(text)` also gets
+    what was printed (tools/train.py hands it to torchrun's error file)."""
     parser.add_argument("--debug", action="store_true", help="show full tracebacks")
     args = parser.parse_intermixed_args(argv)  # key=value overrides before or after --options
     try:
@@ -41,17 +57,33 @@ def run(main: Callable[[argparse.Namespace], int | None], parser: argparse.Argum
     except UserError as err:
         if args.debug:
             raise
-        for line in user_error_line(err).splitlines():
-            print(f"error: {line}", file=sys.stderr)
-        return 2
+        return _fail("\n".join(f"error: {line}" for line in user_error_line(err).splitlines()), 2, on_error)
     except OSError as err:
         if args.debug or err.strerror is None:
             raise
-        print(f"error: {os_error_line(err)}", file=sys.stderr)
-        return 1
+        return _fail(f"error: {os_error_line(err)}", 1, on_error)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+
+
+def _fail(text: str, status: int, on_error: Callable[[str], None] | None) -> int:
+    print(text, file=sys.stderr)
+    if on_error is not None:
+        on_error(text)
+    return status
+
+
+def write_torchelastic_error_file(text: str) -> None:
+    """Put a failed rank's `error:` line in the file torchrun names in TORCHELASTIC_ERROR_FILE,
+    in the JSON layout of torch.distributed.elastic's @record, so that torchrun's failure
+    summary shows the line (a handled error never reaches @record, and the file stays empty)."""
+    path = os.environ.get("TORCHELASTIC_ERROR_FILE")
+    if not path:
+        return
+    data = {"message": {"message": text, "extraInfo": {"py_callstack": text, "timestamp": str(int(time.time()))}}}
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(data, f)
 
 
 def setup_logging(work_dir: str | None = None, filename: str = "train.log", main_process: bool = True) -> None:
@@ -68,3 +100,11 @@ def setup_logging(work_dir: str | None = None, filename: str = "train.log", main
         file = logging.FileHandler(Path(work_dir) / filename, encoding="utf-8")
         file.setFormatter(fmt)
         logger.addHandler(file)
+
+
+def log_file_only(message: str) -> None:
+    """Log `message` to the log files only (it was shown on the console before they were opened)."""
+    record = logger.makeRecord(logger.name, logging.INFO, __file__, 0, message, None, None)
+    for handler in logger.handlers:
+        if isinstance(handler, logging.FileHandler):
+            handler.handle(record)

@@ -45,6 +45,10 @@ from framework.engine.network_settings import configured_networks
 
 logger = logging.getLogger("framework")
 
+# load_from without min_loaded_ratio: at least half of the task must come from the file (a new
+# head for other classes passes; a checkpoint of other widths, where ~1% matches, does not).
+LOAD_FROM_MIN_LOADED_RATIO = 0.5
+
 
 def load_pretrained(task: nn.Module, load_from, work_dir: str | None, write_report: bool = True) -> list[LoadReport]:
     """Every network's `init`, then `load_from` into the whole task; tables logged, report written."""
@@ -58,9 +62,12 @@ def load_pretrained(task: nn.Module, load_from, work_dir: str | None, write_repo
             spec = LoadSpec.from_config(settings["init"], f"{settings['path']}.init")
             reports.append(load_into(network, spec, target=f"task.{name}"))
     if load_from:
-        reports.append(load_into(task, LoadSpec.from_config(load_from, "load_from"), target="task"))
+        spec = LoadSpec.from_config(load_from, "load_from", default_ratio=LOAD_FROM_MIN_LOADED_RATIO)
+        reports.append(load_into(task, spec, target="task"))
     for report in reports:
         logger.info(report.table())
+        if not report.target.endswith("(encoder_weights)"):  # that one's line says it: decoder and head new
+            logger.info(report.left_random())
     if reports and work_dir and write_report:
         path = Path(work_dir) / REPORT_FILE
         text = json.dumps({r.target: r.to_json() for r in reports}, indent=2) + "\n"

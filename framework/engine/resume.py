@@ -67,6 +67,6 @@ def resume_trainer(trainer, path: Path, state: dict, current_config: dict) -> No
     changes = config_changes(meta.get("config", ""), current_config)
     if changes:
         logger.warning(f"warning: resuming with a config that differs from the checkpoint's: {changes}. "
-                       "Optimizer and scheduler states (learning rates, schedule lengths) continue as saved")
+                       "Optimizer and scheduler states continue as saved; a schedule's max_iters follows the config")
     logger.info(f"resumed from {path} at iteration {trainer.iter} (epoch {trainer.epoch}, "
                 f"{trainer.data.batches_in_epoch} batches into it)")

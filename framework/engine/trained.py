@@ -8,6 +8,7 @@ import torch
 from framework.checkpoint import files as ckpt
 from framework.config import import_custom_modules, load_config, to_plain
 from framework.engine import network_settings  # noqa: F401  (model nodes may carry init/frozen/norm_eval)
+from framework.engine.nonfinite import refuse_nonfinite_weights
 from framework.registry import TASKS
 
 
@@ -21,5 +22,6 @@ def load_trained_task(config: str, checkpoint: str | None, overrides=(), device:
     task = TASKS.build(plain["task"], path="task")
     if checkpoint is not None:
         state = ckpt.load_checkpoint(checkpoint)  # a training checkpoint, read with weights_only
+        refuse_nonfinite_weights(state["task"], str(checkpoint))  # as tools/test.py: no masks from NaN
         ckpt.load_task_weights(task, state, checkpoint)
     return task.to(device or torch.device("cpu")).eval(), plain

@@ -3,13 +3,15 @@
     with claim_work_dir(path, resuming=..., overwrite=...):
         train
 
-- A work dir that holds a run (checkpoints, metrics.jsonl or TensorBoard events) is refused
-  unless the run resumes it (`--resume`, auto_resume) or `--overwrite` moves it aside first,
-  to `<path>.old-<time>`; nothing of the old run is deleted.
+- A work dir that holds a run (checkpoints) is refused unless the run resumes it (`--resume`,
+  auto_resume) or `--overwrite` moves it aside first, to `<path>.old-<time>`; nothing of the
+  old run is deleted. What a run that never saved a checkpoint left (metrics.jsonl, TensorBoard
+  events) is no run to protect: it is moved aside the same way, with a notice.
 - `<path>/.lock` holds the owner's pid and host while a run uses the folder. A second run
   refuses to start; a lock whose process is gone (same host) is stale and taken over, and so is
   a lock of the same Slurm job before it was requeued (SLURM_JOB_ID, SLURM_RESTART_COUNT).
-- The folder must be writable: creating the lock is the check, before any other file.
+- The folder must be writable: creating the lock is the check, before any other file (an
+  OSError naming the folder: exit status 1).
 
 Only the main process (rank 0) claims; the others write nothing there.
 """
@@ -33,10 +35,13 @@ LOCK_FILE = ".lock"
 
 
 def run_files(work_dir: Path) -> list[str]:
-    """What shows that `work_dir` holds a run (empty when it does not)."""
-    found = [p.name for p in sorted((work_dir / "checkpoints").glob("*.pth"))][:3]
-    if (work_dir / "metrics.jsonl").is_file():
-        found.append("metrics.jsonl")
+    """What shows that `work_dir` holds a run to protect: its checkpoints (empty when none)."""
+    return [p.name for p in sorted((work_dir / "checkpoints").glob("*.pth"))][:3]
+
+
+def leftover_files(work_dir: Path) -> list[str]:
+    """What a run that never saved a checkpoint left (nothing to resume, but not to mix into)."""
+    found = ["metrics.jsonl"] if (work_dir / "metrics.jsonl").is_file() else []
     if any((work_dir / "tensorboard").glob("events.out.tfevents.*")):
         found.append("tensorboard events")
     return found
@@ -44,48 +49,65 @@ def run_files(work_dir: Path) -> list[str]:
 
 @contextmanager
 def claim_work_dir(work_dir: str | os.PathLike, resuming: bool, overwrite: bool = False, main_process: bool = True):
-    """Own `work_dir` for the duration of the block (see the module docstring)."""
+    """Own `work_dir` for the duration of the block (see the module docstring). Yields the
+    notices to log once the work dir's log file is open (moved folders, a stale lock)."""
     if not main_process:
-        yield
+        yield []
         return
     work_dir = Path(work_dir)
+    notices: list[str] = []
     _refuse_if_locked(work_dir)  # a live run's folder: nothing else to say
-    if overwrite and work_dir.exists() and run_files(work_dir):
-        aside = work_dir.with_name(f"{work_dir.name}.old-{datetime.datetime.now():%Y%m%d-%H%M%S}")
-        work_dir.rename(aside)
-        logger.info(f"--overwrite: moved the previous run in {work_dir} to {aside}")
+    if overwrite and work_dir.exists() and (run_files(work_dir) or leftover_files(work_dir)):
+        notices.append(f"--overwrite: moved the previous run in {work_dir} to {_move_aside(work_dir)}")
     elif not resuming and work_dir.exists() and run_files(work_dir):
         raise ConfigError(
             f"work dir {work_dir} holds a run ({', '.join(run_files(work_dir))}): continue it with --resume, "
             "start a new one with another --work-dir, or pass --overwrite to move the old run aside")
-    lock = _acquire(work_dir)
+    elif work_dir.exists() and leftover_files(work_dir) and not run_files(work_dir):
+        # A run that stopped before its first checkpoint (e.g. a config mistake found late):
+        # nothing to resume or protect, but its records must not mix into this run's.
+        aside = _move_aside(work_dir)
+        notices.append(f"moved {', '.join(leftover_files(aside))} of a run without a checkpoint in {work_dir} "
+                       f"to {aside}")
+    lock, stale = _acquire(work_dir)
+    if stale:
+        notices.append(f"removed a stale lock in {work_dir} (its process is gone)")
+    for notice in notices:
+        logger.info(notice)  # on the console now; tools/train.py logs them again into train.log
     try:
-        yield
+        yield notices
     finally:
         lock.unlink(missing_ok=True)
 
 
-def _acquire(work_dir: Path) -> Path:
+def _move_aside(work_dir: Path) -> Path:
+    aside = work_dir.with_name(f"{work_dir.name}.old-{datetime.datetime.now():%Y%m%d-%H%M%S-%f}")
+    work_dir.rename(aside)
+    return aside
+
+
+def _acquire(work_dir: Path) -> tuple[Path, bool]:
+    """(the lock file, whether a stale lock was taken over). An unwritable folder is an OSError
+    naming it: `error: <path>: <cause>`, exit status 1, as in every tool."""
     try:
         work_dir.mkdir(parents=True, exist_ok=True)
     except OSError as err:
-        raise ConfigError(f"work dir {work_dir}: cannot create it: {err.strerror}") from err
+        raise OSError(err.errno, err.strerror, str(work_dir)) from err
     lock = work_dir / LOCK_FILE
     owner = {"pid": os.getpid(), "host": socket.gethostname(), "started": datetime.datetime.now().isoformat()}
     if os.environ.get("SLURM_JOB_ID"):
         owner["slurm_job"] = os.environ["SLURM_JOB_ID"]
         owner["slurm_restart"] = int(os.environ.get("SLURM_RESTART_COUNT", "0") or 0)
+    stale = False
     for _ in range(2):
         try:
             with open(lock, "x", encoding="utf-8") as f:
                 json.dump(owner, f)
-            return lock
+            return lock, stale
         except FileExistsError:
             _refuse_if_locked(work_dir)
             lock.unlink(missing_ok=True)  # stale: its process is gone
-            logger.info(f"removed a stale lock in {work_dir} (its process is gone)")
-        except OSError as err:
-            raise ConfigError(f"work dir {work_dir}: cannot write there: {err.strerror}") from err
+            stale = True
     raise ConfigError(f"work dir {work_dir}: another run took the lock while this one started")
 
 

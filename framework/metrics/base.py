@@ -60,6 +60,11 @@ class Metric(ABC):
     def compute(self) -> dict[str, float]:
         """The metric values as python floats (the only place they reach the host)."""
 
+    def result_names(self) -> list[str] | None:
+        """The keys `compute` will return, known before any evaluation (so that a name such as
+        train.best_metric is checked at start-up); None when a metric cannot say."""
+        return None
+
     def images(self) -> dict[str, torch.Tensor]:
         """Pictures of the accumulated state ({name: 3 x H x W float in [0, 1]}), e.g. a
         confusion matrix; read after `sync`, like `compute`. None by default."""
@@ -85,3 +90,14 @@ def fit_metrics_to_dataset(metrics: list, dataset, dataset_path: str) -> None:
     for i, metric in enumerate(metrics):
         if hasattr(metric, "use_dataset"):
             metric.use_dataset(dataset, f"metrics[{i}]", dataset_path)
+
+
+def known_result_names(metrics: list[Metric]) -> list[str] | None:
+    """Every key an evaluation with `metrics` returns; None when one of them cannot say."""
+    names: list[str] = []
+    for metric in metrics:
+        found = metric.result_names()
+        if found is None:
+            return None
+        names += found
+    return names

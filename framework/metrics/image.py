@@ -47,6 +47,9 @@ class _PerImageMean(Metric):
         self.total += self.per_image(fake, real).double().sum()
         self.count += real.shape[0]
 
+    def result_names(self) -> list[str]:
+        return [self.key]
+
     def compute(self) -> dict[str, float]:
         return {self.key: (self.total / self.count).item()}
 
@@ -115,6 +118,9 @@ class L1Distance(Metric):
         self.to(real.device)
         self.total += (fake - real).abs().sum(dtype=torch.float64)
         self.count += real.numel()
+
+    def result_names(self) -> list[str]:
+        return ["L1"]
 
     def compute(self) -> dict[str, float]:
         return {"L1": (self.total / self.count).item()}
@@ -211,6 +217,9 @@ class FID(Metric):
         fake, real = _pair(outputs)
         self.fid.update(real, real=True)
         self.fid.update(fake, real=False)
+
+    def result_names(self) -> list[str]:
+        return ["FID"]
 
     def compute(self) -> dict[str, float]:
         return {"FID": float(self.fid.compute())}

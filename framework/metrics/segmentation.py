@@ -70,6 +70,9 @@ class SegmentationMetrics(Metric):
             )
         self.confusion += counts.view(self.num_classes, self.num_classes)
 
+    def result_names(self) -> list[str]:
+        return ["mIoU", "mAcc", "aAcc", *(f"IoU.{n}" for n in self.class_names), *(f"Acc.{n}" for n in self.class_names)]
+
     def compute(self) -> dict[str, float]:
         confusion = self.confusion.double()
         true_positive = confusion.diagonal()

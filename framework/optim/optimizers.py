@@ -18,6 +18,7 @@ the optimizer step all happen here, so tasks never touch them.
 from __future__ import annotations
 
 import inspect
+import logging
 from collections.abc import Mapping
 from contextlib import ExitStack, contextmanager
 
@@ -27,6 +28,8 @@ from torch import nn
 from framework.dist import all_reduce_min
 from framework.errors import ConfigError, NonFiniteError
 from framework.registry import OPTIMIZERS, did_you_mean
+
+logger = logging.getLogger("framework")
 
 
 def _register_torch_optimizers() -> None:
@@ -203,13 +206,32 @@ class Optimizers:
         return state
 
     def load_state_dict(self, state: Mapping) -> None:
+        """Restore a checkpoint's states. A schedule's length (`max_iters` of the Warmup*
+        schedules) is the config's, not the checkpoint's: resuming with a larger train.max_iters
+        extends the schedule, and the learning rate from the resumed iteration on is that of a
+        run configured with the new length from the start."""
         for name, opt in self.optimizers.items():
             opt.load_state_dict(state["optimizers"][name])
         for name, sched in self.schedulers.items():
+            length = getattr(sched, "max_iters", None)
             sched.load_state_dict(state["schedulers"][name])
+            if length is not None and sched.max_iters != length:
+                logger.info(f"optimizer {name}: schedule {type(sched).__name__} stretched from max_iters "
+                            f"{sched.max_iters} to {length}")
+                sched.max_iters = length
+                restart_lr(sched)
         if self.scaler is not None and "scaler" in state:
             self.scaler.load_state_dict(state["scaler"])
         self.skipped_steps = state.get("skipped_steps", 0)
+
+
+def restart_lr(scheduler) -> None:
+    """Set the optimizer's learning rates to the schedule's value at its current iteration
+    (closed form: the Warmup* schedules compute it from `last_epoch` alone)."""
+    lrs = scheduler.get_lr()
+    for group, lr in zip(scheduler.optimizer.param_groups, lrs):
+        group["lr"] = lr
+    scheduler._last_lr = list(lrs)  # what get_last_lr() reports; torch keeps it in this attribute
 
 
 def _select_params(task: nn.Module, selector, path: str) -> list[nn.Parameter]:

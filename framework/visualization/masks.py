@@ -26,5 +26,14 @@ def overlay(image: np.ndarray, labels: np.ndarray, palette: np.ndarray, alpha: f
 
 def write_rgb(path: Path, image: np.ndarray) -> None:
     """H x W x 3 uint8 RGB -> PNG (or any format OpenCV writes)."""
-    if not cv2.imwrite(str(path), cv2.cvtColor(image, cv2.COLOR_RGB2BGR)):
-        raise OSError(f"cannot write {path}")
+    write_bgr(path, cv2.cvtColor(image, cv2.COLOR_RGB2BGR))
+
+
+def write_bgr(path: str | Path, pixels: np.ndarray) -> None:
+    """Encode in memory, then write the bytes: a folder that cannot be written is an OSError
+    naming the file and its cause (cv2.imwrite only returns False), shown as `error: <path>: <cause>`."""
+    path = Path(path)
+    encoded, data = cv2.imencode(path.suffix or ".png", pixels)
+    if not encoded:
+        raise ValueError(f"{path}: OpenCV cannot encode an image of shape {pixels.shape} as {path.suffix or '.png'}")
+    path.write_bytes(data.tobytes())

@@ -7,6 +7,8 @@ from pathlib import Path
 import cv2
 import torch
 
+from framework.visualization.masks import write_bgr
+
 
 def side_by_side(*images: torch.Tensor) -> torch.Tensor:
     """N x C x H x W images of equal height joined along the width: N x C x H x (W1 + W2 + ...)."""
@@ -23,8 +25,7 @@ def write_png(path: str | Path, image: torch.Tensor) -> None:
     if image.is_floating_point():
         image = (image.clamp(0, 1) * 255).round().byte()
     pixels = image.permute(1, 2, 0).cpu().numpy()
-    if not cv2.imwrite(str(path), cv2.cvtColor(pixels, cv2.COLOR_RGB2BGR)):
-        raise OSError(f"could not write {path}")
+    write_bgr(path, cv2.cvtColor(pixels, cv2.COLOR_RGB2BGR))
 
 
 def write_named_pngs(folder: str | Path, names, images: torch.Tensor) -> None:

@@ -11,7 +11,7 @@ from framework.checkpoint import files as ckpt
 from framework.dist import get_world_size, is_main
 from framework.engine.hooks.base import Hook, every, improves
 from framework.engine.nonfinite import refuse_nonfinite_weights
-from framework.errors import ConfigError, EvaluationError
+from framework.errors import EvaluationError
 from framework.metrics import summary_values
 from framework.registry import HOOKS
 
@@ -54,7 +54,7 @@ class CheckpointHook(Hook):
             return
         if self.best_metric not in metrics:
             have = ", ".join(summary_values(metrics))
-            raise ConfigError(f"train.best_metric: '{self.best_metric}' is not a metric of this run (have: {have})")
+            raise EvaluationError(f"train.best_metric: '{self.best_metric}' is not a metric of this run (have: {have})")
         value, best = metrics[self.best_metric], self.best.get("value")
         better = improves(value, best, self.best_mode)
         if better and not math.isnan(value):
@@ -86,7 +86,7 @@ class CheckpointHook(Hook):
         name = f"iter_{trainer.iter}.pth"
         ckpt.save_checkpoint(state, folder / name)
         ckpt.write_latest(folder, name)  # only after the file is complete
-        ckpt.prune(folder, self.keep_last)
+        ckpt.prune(folder, self.keep_last, current_iter=trainer.iter)
         self._saved_iter = trainer.iter
         return folder / name
 

@@ -69,7 +69,7 @@ class EncoderDecoder(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor | LogitsWithAux:
         height, width = x.shape[-2:]
         pad_h, pad_w = -height % self.size_multiple, -width % self.size_multiple
-        if pad_h or pad_w:
+        if torch.jit.is_tracing() or pad_h or pad_w:  # traced for export: the padding follows the input size
             x = F.pad(x, (0, pad_w, 0, pad_h))
         features = self.encoder(x)
         logits = to_input_size(self.head(self.decode(features)), x, height, width)
@@ -80,7 +80,7 @@ class EncoderDecoder(nn.Module):
 
 def to_input_size(logits: torch.Tensor, padded: torch.Tensor, height: int, width: int) -> torch.Tensor:
     """Logits upsampled to the padded input's size, then cropped to the input's."""
-    if logits.shape[-2:] != padded.shape[-2:]:
+    if torch.jit.is_tracing() or logits.shape[-2:] != padded.shape[-2:]:
         logits = F.interpolate(logits, size=padded.shape[-2:], mode="bilinear", align_corners=False)
     return logits[..., :height, :width]
 
