@@ -1,8 +1,10 @@
 """Losses. Importing this package registers them in LOSSES."""
 
-from framework.losses import gan, segmentation  # noqa: F401
-from framework.losses.gan import GAN_LOSS_TYPES, GANLoss, gradient_penalty
+from framework.losses import feature_matching, gan, perceptual, segmentation  # noqa: F401
+from framework.losses.feature_matching import FeatureMatchingLoss
+from framework.losses.gan import GAN_LOSS_TYPES, GANLoss, gradient_penalty, r1_penalty
+from framework.losses.perceptual import VGGPerceptualLoss
 from framework.losses.segmentation import BCEWithLogitsLoss, CombinedLoss, CrossEntropyLoss, DiceLoss
 
 __all__ = ["CrossEntropyLoss", "BCEWithLogitsLoss", "DiceLoss", "CombinedLoss", "GANLoss", "GAN_LOSS_TYPES",
-           "gradient_penalty"]
+           "gradient_penalty", "r1_penalty", "FeatureMatchingLoss", "VGGPerceptualLoss"]
