@@ -80,7 +80,8 @@ class DiffAugment(nn.Module):
             brightness = (torch.rand(n, 1, 1, 1, device=device) - 0.5) * chosen
             saturation = 1 + (torch.rand(n, 1, 1, 1, device=device) * 2 - 1) * chosen  # x [0, 2]
             contrast = 1 + (torch.rand(n, 1, 1, 1, device=device) - 0.5) * chosen      # x [0.5, 1.5]
-            out = [self._color(x, brightness, saturation, contrast) for x in out]
+            # where(), not neutral factors: an unchosen sample stays bit-identical
+            out = [torch.where(chosen.bool(), self._color(x, brightness, saturation, contrast), x) for x in out]
         if "translation" in self.policy:
             chosen = self._chosen(n, device)
             height, width = first.shape[-2:]
