@@ -84,7 +84,8 @@ def test_resume_is_bit_exact_with_spectral_norm_r1_and_adaptive_diff_augment(tmp
 
 def test_sync_bn_with_a_gradient_penalty_is_refused_in_one_line(tmp_path):
     result = call_tool("train", "--config", SMALL_DATA, "--work-dir", tmp_path / "run", "device=cpu",
-                       "sync_bn=true", "task.r1_weight=1.0", "data.train.num_workers=0")
+                       "sync_bn=true", "task.r1_weight=1.0", "data.train.num_workers=0", "train.max_iters=1",
+                       "train.val_interval=0")
     assert result.returncode == 2
     assert "error: sync_bn: SyncBatchNorm has no double backward, which the task's gradient penalty (R1 or " \
            "WGAN-GP) needs; set sync_bn: false or remove the penalty" in result.stderr
