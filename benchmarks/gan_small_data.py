@@ -139,9 +139,10 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--samples", type=int, default=1000)
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
+    parser.add_argument("--feature-steps", type=int, default=1500, help="training steps of the feature extractor")
     parser.add_argument("--out", type=Path, default=Path("/tmp/gan_small_data"))
     args = parser.parse_args()
-    features = train_feature_extractor()
+    features = train_feature_extractor(args.feature_steps)
     real = real_images(args.samples, seed=4242)
     results = {}
     for name in args.variants:
