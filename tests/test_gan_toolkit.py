@@ -290,3 +290,17 @@ def test_adaptive_state_resumes_exactly():
 def test_diff_augment_settings_are_checked(kwargs, message):
     with pytest.raises(ConfigError, match=message):
         MODELS.build({"type": "DiffAugment", **kwargs}, path="task.d_augment")
+
+
+def test_feature_matching_sees_real_and_fake_under_one_augmentation():
+    from framework.tasks.discriminator_step import judge_fake_for_generator
+
+    torch.manual_seed(0)
+    network = MultiScaleDiscriminator(6, num_scales=2, base_channels=4, num_layers=2, norm="none")
+    condition, image = torch.randn(3, 3, 32, 32), torch.randn(3, 3, 32, 32)
+    fake_output, real_output = judge_fake_for_generator(network, condition, image, image.clone(), DiffAugment(p=1.0),
+                                                        with_real=True)
+    for fake_layers, real_layers in zip(fake_output.features, real_output.features):
+        for fake, real in zip(fake_layers, real_layers):
+            assert torch.equal(fake, real)
+    assert real_output.logits[0].grad_fn is None  # the real pass keeps no graph

@@ -5,6 +5,8 @@
   gradient even when the D loss is made only of the penalty (see below).
 - `d_input_pair`: the discriminator's input, augmented (DiffAugment) with one transform
   shared by the conditional input and the image.
+- `judge_fake_for_generator`: the (frozen) discriminator's output on a fake for the
+  generator's loss, and with feature matching its output on the real under the same transform.
 
 R1 under DDP. The penalty needs the gradient of D's output with respect to its input, then a
 backward through that gradient. The forward runs through the DDP-wrapped discriminator; the
@@ -74,3 +76,21 @@ def d_input_pair(condition: torch.Tensor | None, image: torch.Tensor, augment=No
         else:
             condition, image = augment(condition, image)
     return image if condition is None else torch.cat([condition, image], dim=1)
+
+
+def judge_fake_for_generator(discriminator, condition: torch.Tensor | None, fake: torch.Tensor, real: torch.Tensor,
+                             augment=None, with_real: bool = False) -> tuple[object, object | None]:
+    """(D's output on the fake, D's output on the real or None) for a generator step; the
+    caller has frozen D. With `with_real` (feature matching) real and fake go through one
+    augmentation draw, so their features compare, and the real pass keeps no graph."""
+    if not with_real:
+        return discriminator(d_input_pair(condition, fake, augment)), None
+    images = (fake, real) if condition is None else (condition, fake, real)
+    if augment is not None:
+        images = augment(*images)
+    if condition is not None:
+        condition, images = images[0], images[1:]
+    fake_output = discriminator(d_input_pair(condition, images[0]))
+    with torch.no_grad():
+        real_output = discriminator(d_input_pair(condition, images[1]))
+    return fake_output, real_output

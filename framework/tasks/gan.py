@@ -51,7 +51,7 @@ from framework.inference.generator import to_signed, to_unit
 from framework.losses.gan import GANLoss, gradient_penalty, sample_verdicts
 from framework.registry import TASKS
 from framework.tasks.base import Task, average_logs, frozen, total_loss, unwrap
-from framework.tasks.discriminator_step import LazyR1, d_input_pair
+from framework.tasks.discriminator_step import LazyR1, d_input_pair, judge_fake_for_generator
 from framework.tasks.gan_health import GANHealth
 from framework.tasks.replay import random_state, replaying
 from framework.visualization.panels import side_by_side, stack_rows, write_named_pngs
@@ -229,15 +229,8 @@ class GANTask(Task):
 
     def generator_step(self, condition, real: torch.Tensor, fake: torch.Tensor, optim) -> dict:
         with frozen(self.discriminator) as discriminator:  # D collects no gradients here
-            if self.feature_matching is None:
-                fake_output = discriminator(d_input_pair(condition, fake, self.d_augment))
-            else:  # real and fake under one augmentation, so their features compare
-                pair = (condition, fake, real) if condition is not None else (fake, real)
-                augmented = self.d_augment(*pair) if self.d_augment is not None else pair
-                cond, fake_seen, real_seen = augmented if condition is not None else (None, *augmented)
-                fake_output = discriminator(d_input_pair(cond, fake_seen))
-                with torch.no_grad():
-                    real_output = discriminator(d_input_pair(cond, real_seen))
+            fake_output, real_output = judge_fake_for_generator(discriminator, condition, fake, real, self.d_augment,
+                                                                with_real=self.feature_matching is not None)
             terms = {"loss_g_adv": self.adv_weight * self.gan_loss.generator(fake_output)}
             if self.feature_matching is not None:
                 terms["loss_g_fm"] = self.feature_matching(fake_output, real_output)
