@@ -4,6 +4,7 @@ and adaptive DiffAugment; ada_p in TensorBoard; SyncBN with a penalty refused.""
 
 import shutil
 
+import pytest
 import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from test_distributed import assert_same_weights, final_weights
@@ -27,15 +28,19 @@ HD_NO_NORM = ["device=cpu", "seed=3", "train.max_iters=5", "train.val_interval=0
               "optimizers.discriminator={type: SGD, lr: 0.01, momentum: 0.9, params: discriminator}"]
 
 
-def test_r1_and_multi_scale_d_in_two_processes_equal_one_process_with_double_batch(tmp_path):
+@pytest.mark.parametrize("extra", [[], ["+task.discriminator.spectral_norm=true"]], ids=["plain", "spectral_norm"])
+def test_r1_and_multi_scale_d_in_two_processes_equal_one_process_with_double_batch(tmp_path, extra):
     one, two = tmp_path / "one", tmp_path / "two"
-    result = run_tool("train", "--config", PIX2PIXHD, "--work-dir", one, *HD_NO_NORM, "data.train.batch_size=4")
+    result = run_tool("train", "--config", PIX2PIXHD, "--work-dir", one, *HD_NO_NORM, *extra,
+                      "data.train.batch_size=4")
     assert result.returncode == 0, result.stderr
     assert "loss_d_r1" in result.stdout
-    result = run_torchrun(2, "--config", PIX2PIXHD, "--work-dir", two, *HD_NO_NORM, "data.train.batch_size=2")
+    result = run_torchrun(2, "--config", PIX2PIXHD, "--work-dir", two, *HD_NO_NORM, *extra,
+                          "data.train.batch_size=2")
     assert result.returncode == 0, result.stderr
     single, double = final_weights(one), final_weights(two)
     assert any(k.startswith("discriminator.scales.1.") for k in single)
+    assert bool(extra) == any(k.endswith("parametrizations.weight.0._u") for k in single)
     assert_same_weights(double, single)
 
 
