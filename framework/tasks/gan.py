@@ -3,11 +3,17 @@
 One training iteration (one batch):
 
     fake = generator(input or noise)
-    D step:  loss_d_real + loss_d_fake (+ loss_d_gp) on real and fake.detach()
+    D step:  loss_d_real + loss_d_fake (+ loss_d_gp, + loss_d_r1 every r1_interval-th step)
+             on real and fake.detach(), each through DiffAugment when `d_augment` is set
              optim.update(loss_d, "discriminator")
     G step:  every `d_steps_per_g_step`-th iteration, with the discriminator frozen
-             (its parameters collect no gradients): loss_g_adv (+ loss_g_l1)
-             optim.update(loss_g, "generator"); then the EMA generator follows
+             (its parameters collect no gradients): loss_g_adv (+ loss_g_l1, loss_g_fm,
+             loss_g_vgg); optim.update(loss_g, "generator"); then the EMA generator follows
+
+The discriminator may return a logit tensor or a multi-scale output (MultiScaleDiscriminator):
+the adversarial losses average over its scales, feature matching reads its features. The
+pieces a CycleGAN task shares (lazy R1, the DDP tie, augmented pairs) are in
+framework/tasks/discriminator_step.py.
 
 The D step backpropagates through the detached fake only, so the G step's backward is the
 first and only one through the generator's graph (no retain_graph).
@@ -42,9 +48,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from framework.inference.generator import to_signed, to_unit
-from framework.losses.gan import GANLoss, gradient_penalty
+from framework.losses.gan import GANLoss, gradient_penalty, sample_verdicts
 from framework.registry import TASKS
 from framework.tasks.base import Task, average_logs, frozen, total_loss, unwrap
+from framework.tasks.discriminator_step import LazyR1, d_input_pair, judge_fake_for_generator
 from framework.tasks.gan_health import GANHealth
 from framework.tasks.replay import random_state, replaying
 from framework.visualization.panels import side_by_side, stack_rows, write_named_pngs
@@ -59,6 +66,11 @@ class GANTask(Task):
     l1_weight           weight of the L1 reconstruction loss |G(input) - target| (conditional only)
     d_weight            weight of the discriminator's real and fake terms (pix2pix uses 0.5)
     gp_weight           weight of the gradient penalty (wgan-gp only)
+    r1_weight           R1 penalty gamma (0: none): weight / 2 x E||grad D(real)||^2
+    r1_interval         apply R1 every k-th D step, multiplied by k (lazy regularisation)
+    d_augment           null or {type: DiffAugment, ...}: what D sees, real and fake, augmented
+    feature_matching    null or {type: FeatureMatchingLoss, weight: 10}: needs a D with features
+    perceptual          null or {type: VGGPerceptualLoss, ...}: conditional only (needs targets)
     d_steps_per_g_step  discriminator updates per generator update (one D update per iteration)
     ema_decay           keep an exponential moving average of the generator (e.g. 0.999), used
                         for evaluation and samples; null: no EMA
@@ -73,7 +85,9 @@ class GANTask(Task):
     def __init__(self, generator: nn.Module, discriminator: nn.Module, gan_loss: str = "vanilla",
                  adv_weight: float = 1.0, l1_weight: float = 0.0, d_weight: float = 1.0, gp_weight: float = 10.0,
                  d_steps_per_g_step: int = 1, ema_decay: float | None = None, ema_start: int = 0,
-                 latent_dim: int | None = None, num_fixed_samples: int = 64, noise_seed: int = 0):
+                 latent_dim: int | None = None, num_fixed_samples: int = 64, noise_seed: int = 0,
+                 r1_weight: float = 0.0, r1_interval: int = 1, d_augment: nn.Module | None = None,
+                 feature_matching: nn.Module | None = None, perceptual: nn.Module | None = None):
         super().__init__()
         self.generator = generator
         self.discriminator = discriminator
@@ -83,6 +97,13 @@ class GANTask(Task):
         if latent_dim is not None and l1_weight:
             raise ValueError("l1_weight: the L1 reconstruction loss needs paired targets; "
                              "an unconditional GAN (latent_dim set) has none")
+        if latent_dim is not None and perceptual is not None:
+            raise ValueError("perceptual: the perceptual loss needs paired targets; "
+                             "an unconditional GAN (latent_dim set) has none")
+        self.r1 = LazyR1(r1_weight, r1_interval)
+        self.d_augment = d_augment
+        self.feature_matching = feature_matching
+        self.perceptual = perceptual
         if not isinstance(d_steps_per_g_step, int) or d_steps_per_g_step < 1:
             raise ValueError(f"d_steps_per_g_step must be a positive integer, got {d_steps_per_g_step!r}")
         if ema_decay is not None and not 0.0 <= ema_decay < 1.0:
@@ -104,6 +125,7 @@ class GANTask(Task):
         self._d_steps: int | None = None
         self.register_load_state_dict_post_hook(lambda module, _: setattr(module, "_d_steps", None))
         self.health = GANHealth(watch_d_loss=gan_loss != "wgan-gp")
+        self._r1_due = False
         if latent_dim is not None:
             noise = torch.randn(num_fixed_samples, latent_dim, 1, 1, generator=torch.Generator().manual_seed(noise_seed))
             self.register_buffer("fixed_noise", noise)
@@ -112,11 +134,17 @@ class GANTask(Task):
     def conditional(self) -> bool:
         return self.latent_dim is None
 
+    @property
+    def uses_double_backward(self) -> bool:
+        """A penalty differentiates D's input gradient (which SyncBatchNorm cannot)."""
+        return self.gan_loss.needs_gradient_penalty or self.r1.enabled
+
     # ------------------------------------------------------------------ training
 
     def train_iteration(self, batches: list[dict], optim) -> dict:
         steps = self._count_d_step()
         g_step = steps % self.d_steps_per_g_step == 0
+        self._r1_due = self.r1.due(steps)
         if len(batches) == 1:
             logs = self._one_batch(batches[0], optim, g_step)
         else:
@@ -166,34 +194,50 @@ class GANTask(Task):
         return logs
 
     def discriminator_step(self, condition, real: torch.Tensor, fake: torch.Tensor, optim) -> dict:
-        real_logits, fake_logits = self.discriminate(condition, real), self.discriminate(condition, fake)
+        def critic(image):
+            return self.discriminate(condition, image)
+
+        penalties = {}
+        if self._r1_due:  # D's pass on the reals in float32, its input gradient kept
+            real_logits, penalties["loss_d_r1"] = self.r1.real_pass(critic, real)
+        else:
+            real_logits = critic(real)
+        fake_logits = critic(fake)
         loss_real, loss_fake = self.gan_loss.discriminator(real_logits, fake_logits)
-        terms = {"loss_d_real": self.d_weight * loss_real, "loss_d_fake": self.d_weight * loss_fake}
+        terms = {"loss_d_real": self.d_weight * loss_real, "loss_d_fake": self.d_weight * loss_fake, **penalties}
         if self.gan_loss.needs_gradient_penalty:
-            penalty = gradient_penalty(lambda image: self.discriminate(condition, image), real, fake)
-            terms["loss_d_gp"] = self.gp_weight * penalty
+            terms["loss_d_gp"] = self.gp_weight * gradient_penalty(critic, real, fake)
         loss = total_loss(terms)
         optim.update(loss, "discriminator")
         logs = {"loss_d": loss.detach(), **{k: v.detach() for k, v in terms.items()}}
+        if self.d_augment is not None:
+            self.d_augment.observe(sample_verdicts(real_logits))  # ADA: sign of D on the reals
+            logs["ada_p"] = self.d_augment.p.detach().clone()
         if getattr(optim, "log_details", True):  # on logged iterations only: a few reductions
             logs.update(self.diagnostics(real_logits, fake_logits, fake))
         return logs
 
     @staticmethod
-    def diagnostics(real_logits: torch.Tensor, fake_logits: torch.Tensor, fake: torch.Tensor) -> dict:
+    def diagnostics(real_logits, fake_logits, fake: torch.Tensor) -> dict:
         """What GANHealth watches: D's mean verdicts on real and fake, and how much the fakes
         differ across the batch (the mean over pixels of their standard deviation)."""
-        logs = {"d_real_logit": real_logits.detach().mean(), "d_fake_logit": fake_logits.detach().mean()}
+        logs = {"d_real_logit": sample_verdicts(real_logits).detach().mean(),
+                "d_fake_logit": sample_verdicts(fake_logits).detach().mean()}
         if fake.shape[0] > 1:
             logs["fake_spread"] = fake.detach().float().std(dim=0).mean()
         return logs
 
     def generator_step(self, condition, real: torch.Tensor, fake: torch.Tensor, optim) -> dict:
         with frozen(self.discriminator) as discriminator:  # D collects no gradients here
-            terms = {"loss_g_adv": self.adv_weight * self.gan_loss.generator(
-                discriminator(self.discriminator_input(condition, fake)))}
+            fake_output, real_output = judge_fake_for_generator(discriminator, condition, fake, real, self.d_augment,
+                                                                with_real=self.feature_matching is not None)
+            terms = {"loss_g_adv": self.adv_weight * self.gan_loss.generator(fake_output)}
+            if self.feature_matching is not None:
+                terms["loss_g_fm"] = self.feature_matching(fake_output, real_output)
         if self.l1_weight:
             terms["loss_g_l1"] = self.l1_weight * F.l1_loss(fake, real)
+        if self.perceptual is not None:
+            terms["loss_g_vgg"] = self.perceptual(fake, real)
         loss = total_loss(terms)
         optim.update(loss, "generator")
         return {"loss_g": loss.detach(), **{k: v.detach() for k, v in terms.items()}}
@@ -236,11 +280,13 @@ class GANTask(Task):
         return torch.randn(batch_size, self.latent_dim, 1, 1, device=device)
 
     def discriminator_input(self, condition, image: torch.Tensor) -> torch.Tensor:
-        return image if condition is None else torch.cat([condition, image], dim=1)
+        """What D sees, without augmentation: the image, or condition and image concatenated."""
+        return d_input_pair(condition, image)
 
-    def discriminate(self, condition, image: torch.Tensor) -> torch.Tensor:
-        """The discriminator's logits, through the (possibly DDP-wrapped) trained network."""
-        return self.discriminator(self.discriminator_input(condition, image))
+    def discriminate(self, condition, image: torch.Tensor):
+        """The discriminator's output on the (augmented) pair, through the (possibly
+        DDP-wrapped) trained network."""
+        return self.discriminator(d_input_pair(condition, image, self.d_augment))
 
     @property
     def eval_generator(self) -> nn.Module:

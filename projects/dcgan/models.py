@@ -11,7 +11,7 @@ import math
 import torch
 from torch import nn
 
-from framework.models import init_gan_weights_
+from framework.models import build_norm, init_gan_weights_
 from framework.registry import MODELS
 
 
@@ -48,16 +48,16 @@ class DCGANGenerator(nn.Module):
 
 @MODELS.register()
 class DCGANDiscriminator(nn.Module):
-    """Stride-2 convs doubling the width down to 4x4 (LeakyReLU 0.2, batch norm after the
-    first), then a 4x4 conv to one logit."""
+    """Stride-2 convs doubling the width down to 4x4 (LeakyReLU 0.2, `norm` after the first:
+    batch norm by default; "none" for spectral norm or R1, as SNGAN), then a 4x4 conv to one logit."""
 
-    def __init__(self, in_channels: int = 3, base_channels: int = 64, image_size: int = 64):
+    def __init__(self, in_channels: int = 3, base_channels: int = 64, image_size: int = 64, norm: str = "bn"):
         super().__init__()
         stages = _stages(image_size)
         layers: list[nn.Module] = [nn.Conv2d(in_channels, base_channels, 4, 2, 1), nn.LeakyReLU(0.2, inplace=True)]
         width = base_channels
         for _ in range(stages - 1):
-            layers += [nn.Conv2d(width, 2 * width, 4, 2, 1, bias=False), nn.BatchNorm2d(2 * width),
+            layers += [nn.Conv2d(width, 2 * width, 4, 2, 1, bias=norm != "bn"), build_norm(norm, 2 * width),
                        nn.LeakyReLU(0.2, inplace=True)]
             width *= 2
         layers.append(nn.Conv2d(width, 1, 4, 1, 0))

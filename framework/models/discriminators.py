@@ -1,0 +1,81 @@
+"""Discriminators that return more than logits: the multi-scale PatchGAN of pix2pixHD.
+
+`MultiScaleDiscriminator` runs `num_scales` PatchGANs of the same shape on the image at full
+size, at 1/2, 1/4, ... (3x3 average pooling with stride 2 between scales, as pix2pixHD). Its
+forward returns a `DiscriminatorOutput`: each scale's logit map, and each scale's
+intermediate feature maps (what the feature-matching loss compares). The GAN losses
+(framework/losses/gan.py) accept such an output wherever they accept a logit tensor and
+average over the scales.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+from torch import nn
+
+from framework.models.layers import build_norm, init_gan_weights_
+from framework.registry import MODELS
+
+
+class DiscriminatorOutput(NamedTuple):
+    """logits[s]: the logit map at scale s (full size first); features[s]: the activations
+    after each block of scale s, shallow to deep, the logits excluded. A NamedTuple of lists
+    of tensors, which DDP's output traversal understands."""
+
+    logits: list[torch.Tensor]
+    features: list[list[torch.Tensor]]
+
+
+class FeaturePatchGAN(nn.Module):
+    """A PatchGAN (pix2pix's: a 4x4 stride-2 conv, `num_layers - 1` more with norm, one
+    stride-1, a 4x4 conv to one logit per patch) that also returns each block's output."""
+
+    def __init__(self, in_channels: int, base_channels: int, num_layers: int, norm: str):
+        super().__init__()
+        widths = [base_channels * min(2**level, 8) for level in range(num_layers + 1)]
+        blocks = [nn.Sequential(nn.Conv2d(in_channels, widths[0], 4, 2, 1), nn.LeakyReLU(0.2, inplace=True))]
+        for level in range(1, num_layers + 1):
+            stride = 2 if level < num_layers else 1
+            blocks.append(nn.Sequential(nn.Conv2d(widths[level - 1], widths[level], 4, stride, 1, bias=norm != "bn"),
+                                        build_norm(norm, widths[level]), nn.LeakyReLU(0.2, inplace=True)))
+        self.blocks = nn.ModuleList(blocks)
+        self.head = nn.Conv2d(widths[num_layers], 1, 4, 1, 1)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        features = []
+        for block in self.blocks:
+            x = block(x)
+            features.append(x)
+        return self.head(x), features
+
+
+@MODELS.register()
+class MultiScaleDiscriminator(nn.Module):
+    """pix2pixHD's discriminator: `num_scales` PatchGANs, scale s seeing the image downsampled
+    by 2^s. `in_channels` is 6 for a conditional GAN (input and image), 3 for an
+    unconditional one; `num_layers` per PatchGAN (3: 70x70 patches at full size); `norm` as
+    in framework/models/layers.py (`none` for spectral norm or R1 without batch statistics)."""
+
+    def __init__(self, in_channels: int = 6, num_scales: int = 3, base_channels: int = 64, num_layers: int = 3,
+                 norm: str = "in"):
+        super().__init__()
+        if not isinstance(num_scales, int) or num_scales < 1:
+            raise ValueError(f"num_scales must be a positive integer, got {num_scales!r}")
+        if not isinstance(num_layers, int) or num_layers < 1:
+            raise ValueError(f"num_layers must be a positive integer, got {num_layers!r}")
+        self.scales = nn.ModuleList(FeaturePatchGAN(in_channels, base_channels, num_layers, norm)
+                                    for _ in range(num_scales))
+        self.downsample = nn.AvgPool2d(3, stride=2, padding=1, count_include_pad=False)
+        init_gan_weights_(self)
+
+    def forward(self, x: torch.Tensor) -> DiscriminatorOutput:
+        logits, features = [], []
+        for index, patch_gan in enumerate(self.scales):
+            if index:
+                x = self.downsample(x)
+            scale_logits, scale_features = patch_gan(x)
+            logits.append(scale_logits)
+            features.append(scale_features)
+        return DiscriminatorOutput(logits, features)

@@ -1,0 +1,306 @@
+"""The GAN toolkit's components against hand computations: spectral norm, the multi-scale
+discriminator and its losses, feature matching, R1 (lazy, float32 under AMP), DiffAugment."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import framework  # noqa: F401  (fills the registries)
+from framework.errors import ConfigError
+from framework.losses.gan import GANLoss, gradient_penalty
+from framework.models.diff_augment import DiffAugment
+from framework.models.discriminators import MultiScaleDiscriminator
+from framework.optim.optimizers import build_optimizers
+from framework.registry import LOSSES, MODELS, TASKS
+from framework.tasks.discriminator_step import LazyR1
+from support import named
+
+
+def patch_discriminator(**extra):
+    return MODELS.build({"type": "MultiScaleDiscriminator", "in_channels": 3, "num_scales": 2, "base_channels": 4,
+                         "num_layers": 2, "norm": "none", **extra})
+
+
+# ----------------------------------------------------------------------------- spectral norm
+
+
+def test_spectral_norm_divides_every_weight_by_its_largest_singular_value():
+    torch.manual_seed(0)
+    network = patch_discriminator(spectral_norm=True).train()
+    images = torch.randn(2, 3, 32, 32)
+    for _ in range(60):  # one power iteration per training forward
+        network(images)
+    layers = [m for m in network.modules() if isinstance(m, nn.Conv2d)]
+    assert len(layers) == 8  # per scale: 3 blocks and the head
+    for layer in layers:
+        original = layer.parametrizations.weight.original
+        sigma = torch.linalg.matrix_norm(original.detach().reshape(original.shape[0], -1), ord=2)
+        torch.testing.assert_close(layer.weight.detach(), original.detach() / sigma, atol=1e-5, rtol=1e-4)
+    # the power-iteration vectors are state
+    state = network.state_dict()
+    assert "scales.0.head.parametrizations.weight.0._u" in state and "scales.0.head.parametrizations.weight.0._v" in state
+
+
+def test_spectral_norm_of_a_transposed_conv_uses_its_output_channels():
+    torch.manual_seed(0)
+    import projects.dcgan  # noqa: F401
+
+    generator = MODELS.build({"type": "DCGANGenerator", "latent_dim": 4, "base_channels": 4, "image_size": 8,
+                              "spectral_norm": True}).train()
+    for _ in range(60):
+        generator(torch.randn(2, 4, 1, 1))
+    layer = generator.body[3]
+    original = layer.parametrizations.weight.original.detach()  # in x out x k x k
+    sigma = torch.linalg.matrix_norm(original.transpose(0, 1).reshape(original.shape[1], -1), ord=2)
+    torch.testing.assert_close(layer.weight.detach(), original / sigma, atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("value, message", [("yes", "discriminator.spectral_norm: expected true or false, got 'yes'")])
+def test_spectral_norm_setting_is_checked(value, message):
+    with pytest.raises(ConfigError, match=message):
+        MODELS.build({"type": "MultiScaleDiscriminator", "spectral_norm": value}, path="discriminator")
+
+
+# ----------------------------------------------------------------------------- multi-scale D and losses
+
+
+def test_multi_scale_discriminator_sees_the_image_halved_per_scale():
+    network = patch_discriminator(num_scales=3)
+    images = torch.randn(2, 3, 64, 64)
+    output = network(images)
+    assert len(output.logits) == len(output.features) == 3
+    assert all(len(features) == 3 for features in output.features)  # num_layers + 1 blocks
+    # scale s sees 64 / 2^s pixels: its logits are those of its PatchGAN on the pooled image
+    half = F.avg_pool2d(images, 3, stride=2, padding=1, count_include_pad=False)
+    torch.testing.assert_close(output.logits[1], network.scales[1](half)[0])
+    quarter = F.avg_pool2d(half, 3, stride=2, padding=1, count_include_pad=False)
+    torch.testing.assert_close(output.features[2][0], network.scales[2].blocks[0](quarter))
+
+
+@pytest.mark.parametrize("kind", ["vanilla", "lsgan", "hinge", "wgan-gp"])
+def test_gan_losses_average_over_scales(kind):
+    torch.manual_seed(0)
+    output_real, output_fake = patch_discriminator()(torch.randn(2, 3, 32, 32)), \
+        patch_discriminator()(torch.randn(2, 3, 32, 32))
+    loss = GANLoss(kind)
+    real, fake = loss.discriminator(output_real, output_fake)
+    per_scale = [loss.discriminator(r, f) for r, f in zip(output_real.logits, output_fake.logits)]
+    torch.testing.assert_close(real, (per_scale[0][0] + per_scale[1][0]) / 2)
+    torch.testing.assert_close(fake, (per_scale[0][1] + per_scale[1][1]) / 2)
+    torch.testing.assert_close(loss.generator(output_fake),
+                               (loss.generator(output_fake.logits[0]) + loss.generator(output_fake.logits[1])) / 2)
+
+
+def test_feature_matching_is_the_pix2pixhd_weighted_l1_over_scales_and_layers():
+    torch.manual_seed(0)
+    network = patch_discriminator(num_layers=3)  # 2 scales x 4 feature maps
+    fake, real = network(torch.randn(2, 3, 64, 64)), network(torch.randn(2, 3, 64, 64))
+    loss = LOSSES.build({"type": "FeatureMatchingLoss", "weight": 10.0})(fake, real)
+    expected = 0.0
+    for scale in range(2):
+        for layer in range(4):
+            difference = (fake.features[scale][layer] - real.features[scale][layer]).abs().mean()
+            expected = expected + 10.0 * (4 / 4) * (1 / 2) * difference
+    torch.testing.assert_close(loss, expected)
+
+
+def test_feature_matching_names_a_discriminator_without_features():
+    with pytest.raises(ValueError, match="MultiScaleDiscriminator"):
+        LOSSES.build({"type": "FeatureMatchingLoss"})(torch.zeros(1, 1, 2, 2), torch.zeros(1, 1, 2, 2))
+
+
+# ----------------------------------------------------------------------------- R1
+
+
+def test_r1_equals_the_gradient_norm_of_d_at_the_reals_and_every_parameter_gets_a_gradient():
+    torch.manual_seed(0)
+    network = patch_discriminator()
+    real = torch.randn(3, 3, 32, 32)
+    r1 = LazyR1(weight=10.0, interval=4)
+    assert [step for step in range(1, 13) if r1.due(step)] == [4, 8, 12]
+    _, term = r1.real_pass(network, real)
+    squared_norms = []
+    for image in real:  # each sample apart: D's verdict = its mean logit, averaged over the scales
+        image = image[None].clone().requires_grad_(True)
+        output = network(image)
+        verdict = (output.logits[0].mean() + output.logits[1].mean()) / 2
+        (grad,) = torch.autograd.grad(verdict, image)
+        squared_norms.append(grad.pow(2).sum())
+    torch.testing.assert_close(term, 10.0 / 2 * 4 * torch.stack(squared_norms).mean())
+    term.backward()
+    # the last layer's bias does not change dD/dx: only the 0 x logits tie gives it a gradient
+    assert all(p.grad is not None for p in network.parameters())
+
+
+def test_penalties_run_in_float32_under_autocast():
+    torch.manual_seed(0)
+    network = patch_discriminator()
+    real, fake = torch.randn(2, 3, 32, 32), torch.randn(2, 3, 32, 32)
+    _, reference = LazyR1(1.0).real_pass(network, real)
+    torch.manual_seed(1)
+    reference_gp = gradient_penalty(network, real, fake)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        _, under_amp = LazyR1(1.0).real_pass(network, real)
+        torch.manual_seed(1)
+        under_amp_gp = gradient_penalty(network, real, fake)
+    assert under_amp.dtype == under_amp_gp.dtype == torch.float32
+    torch.testing.assert_close(under_amp, reference, atol=0, rtol=0)
+    torch.testing.assert_close(under_amp_gp, reference_gp, atol=0, rtol=0)
+
+
+class TinyGenerator(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Sequential(nn.ConvTranspose2d(4, 3, 8), nn.Tanh())
+
+    def forward(self, noise):
+        return self.body(noise)
+
+
+def gan_task(**extra):
+    node = {"type": "GANTask", "latent_dim": 4, "gan_loss": "hinge", "generator": TinyGenerator(),
+            "discriminator": patch_discriminator(num_scales=1, num_layers=1), **extra}
+    return TASKS.build(node)
+
+
+def sgd_optimizers(task, scaler=None):
+    entry = {"type": "SGD", "lr": 0.1}
+    cfg = {"optimizers": {"generator": {**entry, "params": "generator"},
+                          "discriminator": {**entry, "params": "discriminator"}}}
+    return build_optimizers(cfg, task, max_iters=10, scaler=scaler)
+
+
+def test_an_r1_step_under_a_grad_scaler_equals_the_step_without_amp():
+    """The penalty is taken on D's unscaled output: with a GradScaler at 2^16, the update is
+    the one of a plain float32 step (a penalty on scaled gradients would be 2^32 too large)."""
+    torch.manual_seed(0)
+    task = gan_task(r1_weight=10.0)
+    reference = gan_task(r1_weight=10.0)
+    reference.load_state_dict(task.state_dict())
+    batch = {"image": torch.randint(0, 256, (4, 3, 8, 8), dtype=torch.uint8)}
+    scaler = torch.amp.GradScaler("cpu", init_scale=2.0**16)
+    torch.manual_seed(1)
+    logs = task.train_step(batch, sgd_optimizers(task, scaler))
+    torch.manual_seed(1)
+    reference_logs = reference.train_step(batch, sgd_optimizers(reference))
+    assert "loss_d_r1" in logs
+    torch.testing.assert_close(logs["loss_d_r1"], reference_logs["loss_d_r1"])
+    for (name, ours), theirs in zip(task.discriminator.named_parameters(), reference.discriminator.parameters()):
+        torch.testing.assert_close(ours, theirs, atol=1e-6, rtol=1e-5, msg=named(name))
+
+
+def test_gan_task_refuses_perceptual_loss_without_targets():
+    with pytest.raises(ConfigError, match="perceptual: the perceptual loss needs paired targets"):
+        gan_task(perceptual={"type": "VGGPerceptualLoss", "arch": "vgg16", "weights": "random",
+                             "layers": {"relu1_1": 1.0}})
+
+
+def test_generator_step_with_feature_matching_leaves_the_discriminator_without_gradients():
+    torch.manual_seed(0)
+    task = TASKS.build({"type": "GANTask", "gan_loss": "lsgan", "generator": nn.Conv2d(3, 3, 3, padding=1),
+                        "discriminator": MultiScaleDiscriminator(6, num_scales=2, base_channels=4, num_layers=2, norm="none"),
+                        "feature_matching": {"type": "FeatureMatchingLoss", "weight": 10.0}})
+    batch = {"input": torch.randint(0, 256, (2, 3, 32, 32), dtype=torch.uint8),
+             "target": torch.randint(0, 256, (2, 3, 32, 32), dtype=torch.uint8)}
+    condition, real = task.unpack(batch)
+    fake = task.generator(condition)
+
+    class RecordingOptim:
+        def update(self, loss, name):
+            self.name = name
+            loss.backward()
+
+    optim = RecordingOptim()
+    logs = task.generator_step(condition, real, fake, optim)
+    assert optim.name == "generator" and logs["loss_g_fm"] > 0
+    assert all(p.grad is None for p in task.discriminator.parameters())
+    assert all(p.grad is not None for p in task.generator.parameters())
+
+
+# ----------------------------------------------------------------------------- DiffAugment
+
+
+def test_diff_augment_is_differentiable_and_identity_at_p_0():
+    torch.manual_seed(0)
+    images = torch.randn(4, 3, 16, 16, requires_grad=True)
+    (augmented,) = DiffAugment(p=1.0)(images)
+    assert not torch.equal(augmented, images)
+    weights = torch.randn_like(augmented)
+    (augmented * weights).sum().backward()
+    assert torch.isfinite(images.grad).all() and images.grad.abs().sum() > 0
+    (unchanged,) = DiffAugment(p=0.0)(images)
+    assert torch.equal(unchanged, images)
+
+
+def test_diff_augment_applies_one_transform_to_a_conditional_pair():
+    condition, image = torch.randn(4, 3, 16, 16), torch.randn(4, 3, 16, 16)
+    augment = DiffAugment(p=0.7)
+    torch.manual_seed(5)
+    pair = augment(condition, image)
+    torch.manual_seed(5)
+    (condition_alone,) = augment(condition)
+    torch.manual_seed(5)
+    (image_alone,) = augment(image)
+    assert torch.equal(pair[0], condition_alone) and torch.equal(pair[1], image_alone)
+    same = augment(image, image.clone())
+    assert torch.equal(same[0], same[1])
+
+
+def test_translation_shifts_with_zeros_coming_in():
+    image = torch.arange(2 * 1 * 5 * 6, dtype=torch.float32).view(2, 1, 5, 6)
+    shifted = DiffAugment._translate(image, torch.tensor([1, -2]), torch.tensor([2, 0]), 2, 2)
+    expected = torch.zeros_like(image)
+    expected[0, :, 1:, 2:] = image[0, :, :-1, :-2]  # down 1, right 2
+    expected[1, :, :-2, :] = image[1, :, 2:, :]     # up 2
+    assert torch.equal(shifted, expected)
+
+
+@pytest.mark.parametrize("sign, expected_p", [(1.0, 2 * 8 / 100), (-1.0, 0.0)])
+def test_adaptive_p_rises_when_d_is_always_right_on_reals_and_falls_when_always_wrong(sign, expected_p):
+    augment = DiffAugment(adaptive=True, target=0.6, interval=2, speed_images=100)
+    verdicts = torch.full((8,), sign)
+    for _ in range(2):
+        augment.observe(verdicts)
+    torch.testing.assert_close(augment.p, torch.tensor(expected_p))
+    falling = DiffAugment(adaptive=True, interval=2, speed_images=100)
+    falling.p.fill_(0.5)
+    for _ in range(2):
+        falling.observe(verdicts)
+    torch.testing.assert_close(falling.p, torch.tensor(0.5 + (1 if sign > 0 else -1) * 0.16))
+
+
+def test_adaptive_state_resumes_exactly():
+    augment = DiffAugment(adaptive=True, interval=3, speed_images=100)
+    for _ in range(4):  # one adjustment, then one observation toward the next
+        augment.observe(torch.ones(8))
+    restored = DiffAugment(adaptive=True, interval=3, speed_images=100)
+    restored.load_state_dict(augment.state_dict())
+    for module in (augment, restored):
+        for _ in range(2):
+            module.observe(torch.ones(8))
+    assert torch.equal(augment.p, restored.p) and float(restored.p) == pytest.approx(2 * 24 / 100)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"policy": ["colour"]}, "policy: unknown 'colour'; did you mean 'color'"),
+    ({"p": 1.5}, "p must be in"),
+    ({"target": 1.0}, "target must be in"),
+])
+def test_diff_augment_settings_are_checked(kwargs, message):
+    with pytest.raises(ConfigError, match=message):
+        MODELS.build({"type": "DiffAugment", **kwargs}, path="task.d_augment")
+
+
+def test_feature_matching_sees_real_and_fake_under_one_augmentation():
+    from framework.tasks.discriminator_step import judge_fake_for_generator
+
+    torch.manual_seed(0)
+    network = MultiScaleDiscriminator(6, num_scales=2, base_channels=4, num_layers=2, norm="none")
+    condition, image = torch.randn(3, 3, 32, 32), torch.randn(3, 3, 32, 32)
+    fake_output, real_output = judge_fake_for_generator(network, condition, image, image.clone(), DiffAugment(p=1.0),
+                                                        with_real=True)
+    for fake_layers, real_layers in zip(fake_output.features, real_output.features):
+        for fake, real in zip(fake_layers, real_layers):
+            assert torch.equal(fake, real)
+    assert real_output.logits[0].grad_fn is None  # the real pass keeps no graph

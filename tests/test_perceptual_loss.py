@@ -1,0 +1,94 @@
+"""VGGPerceptualLoss: torchvision-layout weights from the hub cache or a file (never a
+download), a one-line error for a missing file, float32 under autocast, kept out of
+checkpoints, optimizers and training mode."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torchvision.models.vgg import cfgs, make_layers
+
+import framework  # noqa: F401
+from framework.errors import ConfigError
+from framework.registry import LOSSES, TASKS
+
+MEAN = torch.tensor([0.485, 0.456, 0.406]).view(1, 3, 1, 1)
+STD = torch.tensor([0.229, 0.224, 0.225]).view(1, 3, 1, 1)
+
+
+@pytest.fixture
+def hub_cache(tmp_path, monkeypatch):
+    """A torch hub cache holding a (randomly initialised) vgg16 file in torchvision's layout."""
+    monkeypatch.setenv("TORCH_HOME", str(tmp_path))
+    torch.manual_seed(0)
+    features = make_layers(cfgs["D"])
+    state = {f"features.{k}": v for k, v in features.state_dict().items()}
+    state["classifier.0.weight"] = torch.zeros(2, 2)  # the file has more than the features
+    folder = tmp_path / "hub" / "checkpoints"
+    folder.mkdir(parents=True)
+    torch.save(state, folder / "vgg16-397923af.pth")
+    return features.eval()
+
+
+def hand_loss(features, fake, real, layers):
+    """weight 1 x sum of layer weight x L1 between torchvision's VGG features."""
+    def run(images):
+        x, out = ((images + 1) / 2 - MEAN) / STD, {}
+        for index, layer in enumerate(features):
+            x = layer(x)
+            out[index] = x.clone()
+        return out
+
+    fake_features, real_features = run(fake), run(real)
+    return sum(w * F.l1_loss(fake_features[i], real_features[i]) for i, w in layers.items())
+
+
+def test_loss_equals_the_hand_computation_with_weights_from_the_hub_cache(hub_cache):
+    loss = LOSSES.build({"type": "VGGPerceptualLoss", "arch": "vgg16", "weight": 2.0,
+                         "layers": {"relu1_2": 0.5, "relu3_3": 1.0}})
+    torch.manual_seed(1)
+    fake, real = torch.rand(2, 3, 32, 32) * 2 - 1, torch.rand(2, 3, 32, 32) * 2 - 1
+    with torch.no_grad():
+        expected = 2.0 * hand_loss(hub_cache, fake, real, {3: 0.5, 15: 1.0})
+        torch.testing.assert_close(loss(fake, real), expected)
+        with torch.autocast("cpu", dtype=torch.bfloat16):  # evaluated in float32 all the same
+            under_amp = loss(fake, real)
+    assert under_amp.dtype == torch.float32
+    torch.testing.assert_close(under_amp, expected)
+    assert len(loss.vgg) == 16  # built only up to relu3_3
+
+
+def test_a_missing_weights_file_is_one_line_naming_file_and_folder(tmp_path, monkeypatch):
+    monkeypatch.setenv("TORCH_HOME", str(tmp_path))
+    with pytest.raises(ConfigError) as error:
+        LOSSES.build({"type": "VGGPerceptualLoss", "arch": "vgg19"}, path="task.perceptual")
+    message = str(error.value)
+    assert "\n" not in message
+    assert f"vgg19-dcbb9e9d.pth not found in {tmp_path / 'hub' / 'checkpoints'}" in message
+    assert message.startswith("task.perceptual (VGGPerceptualLoss): weights:")
+    with pytest.raises(ConfigError, match=f"vgg16-397923af.pth not found in {tmp_path}"):
+        LOSSES.build({"type": "VGGPerceptualLoss", "arch": "vgg16", "weights": str(tmp_path / "vgg16-397923af.pth")})
+
+
+def test_a_file_of_another_network_is_refused(tmp_path):
+    torch.save({"features.0.weight": torch.zeros(1)}, tmp_path / "other.pth")
+    with pytest.raises(ConfigError, match="is not a torchvision vgg16 file"):
+        LOSSES.build({"type": "VGGPerceptualLoss", "arch": "vgg16", "weights": str(tmp_path / "other.pth")})
+
+
+def test_the_vgg_is_in_no_checkpoint_optimizer_or_training_mode(hub_cache):
+    task = TASKS.build({"type": "GANTask", "generator": nn.Conv2d(3, 3, 1), "discriminator": nn.Conv2d(6, 1, 1),
+                        "perceptual": {"type": "VGGPerceptualLoss", "arch": "vgg16", "layers": {"relu2_2": 1.0}}})
+    task.train()
+    assert not task.perceptual.vgg.training
+    assert not any("vgg" in key or key.startswith("perceptual.") for key in task.state_dict())
+    assert set(task.networks()) == {"generator", "discriminator"}
+    assert not any(p.requires_grad for p in task.perceptual.vgg.parameters())
+    task.to(torch.float64)  # the VGG follows the task's moves
+    assert next(task.perceptual.vgg.parameters()).dtype == torch.float64
+
+
+def test_random_weights_only_when_asked_and_unknown_layers_named():
+    LOSSES.build({"type": "VGGPerceptualLoss", "arch": "vgg16", "weights": "random", "layers": {"relu1_1": 1.0}})
+    with pytest.raises(ConfigError, match="layers: vgg16 has no layer 'relu3_4'; did you mean"):
+        LOSSES.build({"type": "VGGPerceptualLoss", "arch": "vgg16", "weights": "random", "layers": {"relu3_4": 1.0}})
