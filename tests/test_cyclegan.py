@@ -213,3 +213,25 @@ def test_unpaired_folders_name_the_bad_folder_or_file(unpaired_root):
     data = UnpairedImageFolders(root=str(unpaired_root), split="train", serial=True)
     with pytest.raises(DataError, match="a1.png: cannot read image"):
         data[(1, 0)]
+
+
+def test_metrics_with_a_suffix_read_that_direction_and_skip_unpaired_data():
+    from framework.metrics.image import PSNR, L1Distance
+
+    real = torch.full((2, 3, 4, 4), 0.5)
+    outputs = {"fake": real, "real": real, "fake_ab": real + 0.1, "real_ab": real}
+    psnr, l1 = PSNR(suffix="_ab"), L1Distance(suffix="_ab")
+    for metric in (psnr, l1):
+        metric.update(outputs)
+    assert psnr.compute() == {"PSNR_ab": pytest.approx(20.0, abs=1e-4)}
+    assert l1.compute() == {"L1_ab": pytest.approx(0.1, abs=1e-6)}
+
+    class Unpaired:
+        paired_by_name = False
+
+    skipped = PSNR(suffix="_ab")
+    skipped.use_dataset(Unpaired(), "metrics[0]", "data.val.dataset")
+    skipped.update({"fake": real, "real": real})  # no fake_ab/real_ab: nothing to compare, no error
+    assert skipped.compute() == {}
+    with pytest.raises(ValueError, match="no 'fake_ab' and 'real_ab' images"):
+        PSNR(suffix="_ab").update({"fake": real, "real": real})
