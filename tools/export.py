@@ -1,12 +1,13 @@
 """Export a trained model to ONNX or TorchScript and check it against PyTorch:
 
     python tools/export.py --config CFG --checkpoint CKPT --format onnx|torchscript --output FILE
-        [--dynamic] [--size H W] [--batch N] [--atol X] [key=value ...]
+        [--dynamic] [--size H W] [--batch N] [--atol X] [--direction AtoB|BtoA] [key=value ...]
 
 The exported model takes float32 RGB images with values 0..255 (N x 3 x H x W; segmentation:
 normalisation inside, logits out; pix2pix: images in [0, 1] out) or, for an unconditional GAN,
 noise (N x latent_dim x 1 x 1). With --dynamic the batch, height and width are free (ONNX
 dynamic axes; TorchScript is traced, which keeps sizes free for the framework's networks).
+A CycleGAN exports one generator, the (EMA) one of --direction AtoB or BtoA.
 
 Before the file is written, the exported model (onnxruntime for ONNX) and PyTorch run on the
 same random batch, at the export size and, with --dynamic, at three more sizes and batch sizes
@@ -29,6 +30,7 @@ from framework.engine.cli import check_options as check_options_against
 from framework.engine.cli import run
 from framework.engine.trained import load_trained_task
 from framework.inference.export import FORMATS, deployable, example_inputs, export, max_difference, require_onnx
+from framework.inference.generator import choose_direction
 
 DEFAULT_ATOL = {"onnx": 1e-4, "torchscript": 1e-5}
 
@@ -44,6 +46,7 @@ def parse_args() -> argparse.ArgumentParser:
                         help="example input size (rounded up to the network's size divisor)")
     parser.add_argument("--batch", type=int, default=1, help="example batch size")
     parser.add_argument("--atol", type=float, help="largest accepted difference from PyTorch")
+    parser.add_argument("--direction", choices=["AtoB", "BtoA"], help="CycleGAN: the generator to export")
     parser.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides")
     return parser
 
@@ -87,6 +90,7 @@ def main(args: argparse.Namespace) -> int:
     if args.format == "onnx":
         require_onnx()  # refuse before any work when the extra is missing
     task, _ = load_trained_task(args.config, args.checkpoint, args.overrides)  # refuses NaN/inf weights
+    choose_direction(task, args.direction)
     module, kind, divisor_or_channels = deployable(task)
     divisor = divisor_or_channels if kind == "image" else 1
     sizes = check_sizes(args.size, args.batch, divisor, args.dynamic)

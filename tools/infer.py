@@ -2,13 +2,14 @@
 
     python tools/infer.py --config CFG --checkpoint CKPT --input FILE|DIR|GLOB [...] --output DIR
         [--mode whole|slide --crop H W --stride H W --tile-batch N] [--flip] [--scales 0.75 1 1.25]
-        [--batch-size N] [--device cpu|cuda] [--amp] [key=value ...]
+        [--batch-size N] [--device cpu|cuda] [--amp] [--direction AtoB|BtoA] [key=value ...]
 
 Segmentation writes <output>/masks/<name>.png (palette PNGs whose pixel values are the class
 ids) and <output>/overlays/<name>.png (the image blended with the class colours), each at its
 input's size. Options not given come from the task's `inference:` settings.
 A conditional GAN (pix2pix) writes <output>/<name>.png from each input; an unconditional one
-(DCGAN) writes --num images from noise drawn with --seed (no --input).
+(DCGAN) writes --num images from noise drawn with --seed (no --input). A CycleGAN translates
+with the (EMA) generator of --direction AtoB or BtoA.
 """
 
 import argparse
@@ -28,6 +29,7 @@ from framework.engine.build import select_device
 from framework.engine.cli import check_options, run
 from framework.engine.trained import load_trained_task
 from framework.errors import ConfigError
+from framework.inference.generator import choose_direction
 from framework.visualization.masks import overlay, write_index_mask, write_rgb
 
 
@@ -48,6 +50,7 @@ def parse_args() -> argparse.ArgumentParser:
     parser.add_argument("--amp", action="store_true", help="autocast (float16 on CUDA, bfloat16 on CPU)")
     parser.add_argument("--num", type=int, default=16, help="unconditional GAN: images to generate")
     parser.add_argument("--seed", type=int, default=0, help="unconditional GAN: noise seed")
+    parser.add_argument("--direction", choices=["AtoB", "BtoA"], help="CycleGAN: the generator to translate with")
     parser.add_argument("--progress", choices=["auto", "on", "off"], default="auto", help="progress bar")
     parser.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides")
     return parser
@@ -145,6 +148,7 @@ def main(args: argparse.Namespace) -> None:
     check_infer_options(args)
     device = select_device(args.device)
     task, _ = load_trained_task(args.config, args.checkpoint, args.overrides, device)
+    choose_direction(task, args.direction)
     output = Path(args.output)
     segmentation = hasattr(task, "predictor")
     unconditional = not segmentation and not getattr(task, "conditional", True)

@@ -17,6 +17,7 @@ from framework.data.folder import (
 from framework.data.images import ImageDataset, PairedImageDataset
 from framework.data.shapes import SyntheticShapes
 from framework.data.transforms import build_pipeline
+from framework.data.unpaired import UnpairedImageDataset, UnpairedImageFolders
 
 __all__ = [
     "IMAGE_SUFFIXES",
@@ -30,6 +31,8 @@ __all__ = [
     "ImageMaskFolder",
     "SegmentationDataset",
     "SyntheticShapes",
+    "UnpairedImageDataset",
+    "UnpairedImageFolders",
     "VOCSegmentation",
     "build_pipeline",
 ]

@@ -216,10 +216,11 @@ class Trainer:
         optim  every optimizer and scheduler (see Optimizers.state_dict)
         hooks  {hook key: its state_dict()} for hooks that keep state (e.g. the best metric)
         rng    {rank: python, numpy, torch CPU and CUDA generator states}
+        task_by_rank  {rank: the task's rank_state_dict()}, for tasks that keep per-rank state
 
         Under DDP every rank must call this (the random states are gathered); rank 0 saves.
         """
-        return {
+        state = {
             "meta": {
                 "format": CHECKPOINT_FORMAT,
                 "iter": self.iter,
@@ -235,6 +236,10 @@ class Trainer:
             "hooks": {key: state for key, hook in self._keyed_hooks() if (state := hook.state_dict())},
             "rng": gather_by_rank(rng_state()),
         }
+        rank_state = self.task.rank_state_dict()
+        if rank_state:  # the same task on every rank: all gather, or none
+            state["task_by_rank"] = gather_by_rank(rank_state)
+        return state
 
     def load_state_dict(self, state: dict) -> None:
         meta = state["meta"]
@@ -254,6 +259,13 @@ class Trainer:
         else:
             logger.warning(f"warning: the checkpoint has no random state for rank {rank} (it has ranks "
                            f"{sorted(state['rng'])}); this rank keeps its fresh seed, so the resume is not exact")
+        by_rank = state.get("task_by_rank", {})
+        if rank in by_rank:
+            self.task.load_rank_state_dict(by_rank[rank])
+        elif self.task.rank_state_dict():
+            logger.warning(f"warning: the checkpoint has no task state for rank {rank} (it has ranks "
+                           f"{sorted(by_rank)}); this rank's {type(self.task).__name__} starts its own "
+                           "state afresh (e.g. an empty image pool), so the resume is not exact")
 
     def _keyed_hooks(self):
         """(key, hook): the class name, with `#2`, `#3` for further hooks of the same class."""

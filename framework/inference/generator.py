@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import torch
 
+from framework.errors import ConfigError
 from framework.inference.segmentation import pad_to_multiple
 from framework.inference.settings import network_size_divisor
 
@@ -21,6 +22,22 @@ def to_signed(image: torch.Tensor) -> torch.Tensor:
 def to_unit(image: torch.Tensor) -> torch.Tensor:
     """float [-1, 1] -> float [0, 1], clamped."""
     return ((image + 1) / 2).clamp(0, 1)
+
+
+def choose_direction(task, direction: str | None) -> None:
+    """Point a two-way task's `eval_generator` at `direction` (AtoB or BtoA; tools/infer.py and
+    tools/export.py --direction). A task with one generator takes no direction; a two-way task
+    (CycleGANTask, whose `directions` names them) needs one."""
+    directions = getattr(task, "directions", None)
+    if directions is None:
+        if direction is not None:
+            raise ConfigError(f"--direction: {type(task).__name__} has one generator; --direction is for a task "
+                              "that translates both ways (CycleGANTask)")
+        return
+    if direction not in directions:
+        raise ConfigError(f"--direction: {type(task).__name__} translates both ways; choose "
+                          f"{' or '.join(directions)}" + ("" if direction is None else f", not {direction!r}"))
+    task.direction = direction
 
 
 class GeneratorPredictor:

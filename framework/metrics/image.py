@@ -1,12 +1,16 @@
 """Image-quality metrics for generated images: PSNR, SSIM, L1 and FID.
 
 They read `outputs["fake"]` and `outputs["real"]`: N x C x H x W float images in [0, 1]
-(what GANTask.val_step returns). PSNR, SSIM and L1 keep sums (of per-image values, or of
+(what GANTask.val_step returns). With `suffix` (PSNR, SSIM, L1), e.g. `{type: PSNR, suffix: _ab}`,
+they read `fake_ab` and `real_ab` and report `PSNR_ab` (CycleGANTask's two directions); on an
+evaluation dataset whose samples do not pair by name (`paired_by_name` false: unpaired test
+folders) such a metric has no reference to compare with and reports nothing. PSNR, SSIM and L1 keep sums (of per-image values, or of
 absolute errors) and counts, so one all_reduce per state gives the dataset's values under DDP.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 from typing import Any
 
@@ -21,20 +25,44 @@ from framework.registry import METRICS
 MIN_MSE = 1e-10
 
 
-def _pair(outputs: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
-    fake, real = outputs["fake"], outputs["real"]
+def _pair(outputs: dict[str, Any], suffix: str = "") -> tuple[torch.Tensor, torch.Tensor]:
+    fake_key, real_key = f"fake{suffix}", f"real{suffix}"
+    if fake_key not in outputs or real_key not in outputs:
+        raise ValueError(f"the task's evaluation outputs hold no '{fake_key}' and '{real_key}' images to compare "
+                         f"(they have: {', '.join(sorted(outputs))})")
+    fake, real = outputs[fake_key], outputs[real_key]
     if fake.shape != real.shape:
         raise ValueError(f"fake {tuple(fake.shape)} and real {tuple(real.shape)} images differ in shape")
     return fake.float(), real.float()
 
 
-class _PerImageMean(Metric):
+class _Paired(Metric):
+    """A metric of fake against real images, optionally of the outputs named with `suffix`."""
+
+    def __init__(self, suffix: str = "") -> None:
+        super().__init__()
+        self.suffix = str(suffix)
+        self.active = True
+
+    def use_dataset(self, dataset, path: str, dataset_path: str) -> None:
+        # A dataset that says its samples do not pair up (unpaired test folders) has no reference.
+        self.active = not self.suffix or getattr(dataset, "paired_by_name", True)
+        if not self.active:
+            logging.getLogger("framework").info(
+                f"{path}: {type(self).__name__} with suffix {self.suffix} needs evaluation samples that pair by name; "
+                f"{dataset_path} does not ({type(dataset).__name__}): only images are logged")
+
+    def pair(self, outputs: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
+        return _pair(outputs, self.suffix)
+
+
+class _PerImageMean(_Paired):
     """The mean over images of a per-image value, kept as (sum, count)."""
 
     key = ""
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, suffix: str = "") -> None:
+        super().__init__(suffix)
         self.add_state("total", torch.zeros((), dtype=torch.float64))
         self.add_state("count", torch.zeros((), dtype=torch.int64))
 
@@ -42,7 +70,9 @@ class _PerImageMean(Metric):
         raise NotImplementedError
 
     def update(self, outputs: dict[str, Any]) -> None:
-        fake, real = _pair(outputs)
+        if not self.active:
+            return
+        fake, real = self.pair(outputs)
         self.to(real.device)
         self.total += self.per_image(fake, real).double().sum()
         self.count += real.shape[0]
@@ -51,7 +81,9 @@ class _PerImageMean(Metric):
         return [self.key]
 
     def compute(self) -> dict[str, float]:
-        return {self.key: (self.total / self.count).item()}
+        if not self.active:
+            return {}
+        return {self.key + self.suffix: (self.total / self.count).item()}
 
 
 @METRICS.register()
@@ -73,8 +105,9 @@ class SSIM(_PerImageMean):
 
     key = "SSIM"
 
-    def __init__(self, kernel_size: int = 11, sigma: float = 1.5, k1: float = 0.01, k2: float = 0.03):
-        super().__init__()
+    def __init__(self, kernel_size: int = 11, sigma: float = 1.5, k1: float = 0.01, k2: float = 0.03,
+                 suffix: str = ""):
+        super().__init__(suffix)
         if kernel_size < 1 or kernel_size % 2 == 0:
             raise ValueError(f"kernel_size must be a positive odd number, got {kernel_size}")
         self.kernel_size, self.sigma = kernel_size, sigma
@@ -105,16 +138,18 @@ class SSIM(_PerImageMean):
 
 
 @METRICS.register("L1")
-class L1Distance(Metric):
+class L1Distance(_Paired):
     """Mean absolute difference over every pixel and channel (on the [0, 1] scale)."""
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, suffix: str = "") -> None:
+        super().__init__(suffix)
         self.add_state("total", torch.zeros((), dtype=torch.float64))
         self.add_state("count", torch.zeros((), dtype=torch.int64))
 
     def update(self, outputs: dict[str, Any]) -> None:
-        fake, real = _pair(outputs)
+        if not self.active:
+            return
+        fake, real = self.pair(outputs)
         self.to(real.device)
         self.total += (fake - real).abs().sum(dtype=torch.float64)
         self.count += real.numel()
@@ -123,7 +158,9 @@ class L1Distance(Metric):
         return ["L1"]
 
     def compute(self) -> dict[str, float]:
-        return {"L1": (self.total / self.count).item()}
+        if not self.active:
+            return {}
+        return {"L1" + self.suffix: (self.total / self.count).item()}
 
 
 # ----------------------------------------------------------------------------- FID

@@ -12,6 +12,8 @@ the exact same curve:
     decay:  WarmupLR (none), WarmupMultiStepLR (gamma at each milestone),
             WarmupCosineLR (cosine to min_lr_ratio at max_iters),
             WarmupPolyLR ((1 - it/max_iters)^power, floored at min_lr_ratio)
+            LinearDecayLR (1 until decay_start, then linearly to 0 at max_iters: the CycleGAN
+                           schedule, its n_epochs / n_epochs_decay counted in iterations)
 
 `max_iters` defaults to the run's train.max_iters.
 """
@@ -109,6 +111,27 @@ class WarmupPolyLR(WarmupLR):
     def decay(self, it: int) -> float:
         progress = min(it / self.max_iters, 1.0)
         return max((1 - progress) ** self.power, self.min_lr_ratio)
+
+
+@SCHEDULERS.register()
+class LinearDecayLR(WarmupLR):
+    """Constant for `decay_start` iterations, then linear decay to 0 at `max_iters` (the
+    original CycleGAN's n_epochs then n_epochs_decay). torch has no closed form of it (a
+    SequentialLR of ConstantLR and LinearLR needs scheduler objects, which a config cannot name)."""
+
+    def __init__(self, optimizer, decay_start: int, max_iters: int, warmup: str | None = None,
+                 warmup_iters: int = 0, warmup_factor: float = 0.001, last_epoch: int = -1):
+        if not 0 <= decay_start < max_iters:
+            raise ValueError(f"need 0 <= decay_start < max_iters, got decay_start {decay_start} "
+                             f"and max_iters {max_iters}")
+        self.decay_start = decay_start
+        self.max_iters = max_iters
+        super().__init__(optimizer, warmup, warmup_iters, warmup_factor, last_epoch)
+
+    def decay(self, it: int) -> float:
+        if it < self.decay_start:
+            return 1.0
+        return max(1.0 - (it - self.decay_start) / (self.max_iters - self.decay_start), 0.0)
 
 
 def build_scheduler(node: Mapping, optimizer: torch.optim.Optimizer, max_iters: int, path: str) -> LRScheduler:

@@ -14,6 +14,10 @@ A Task is an nn.Module holding its networks (and losses). The engine calls only:
     diagnose(logged)         -> warnings from the logs averaged over a log interval (default none)
     networks()               -> {name: module} trained by the optimizers (each DDP-wrapped apart)
     required_optimizers      names the task passes to optim.update (checked when optimizers are built)
+    rank_state_dict() / load_rank_state_dict(state)
+                             state each process keeps for itself (CycleGAN's image pools): the
+                             engine gathers it from every rank into the checkpoint and gives each
+                             rank its own back on resume (default: none)
 
 A task never calls backward, zero_grad or an optimizer's step: `optim.update(loss, name)` does
 (see `UpdatesNetworks` for everything a task may call on `optim`).
@@ -69,6 +73,13 @@ class Task(nn.Module):
 
     def save_visuals(self, batch: dict, outputs: dict, folder) -> None:
         pass
+
+    def rank_state_dict(self) -> dict:
+        """This process's own state, not shared by the ranks (unlike the networks'); {}: none."""
+        return {}
+
+    def load_rank_state_dict(self, state: dict) -> None:  # noqa: B027 (optional)
+        """Restore what `rank_state_dict` returned in this rank before the checkpoint."""
 
     def networks(self) -> dict[str, nn.Module]:
         """Submodules with trainable parameters (an EMA copy or a loss has none)."""

@@ -52,6 +52,7 @@ from framework.losses.gan import GANLoss, gradient_penalty, sample_verdicts
 from framework.registry import TASKS
 from framework.tasks.base import Task, average_logs, frozen, total_loss, unwrap
 from framework.tasks.discriminator_step import LazyR1, d_input_pair, judge_fake_for_generator
+from framework.tasks.ema import update_ema
 from framework.tasks.gan_health import GANHealth
 from framework.tasks.replay import random_state, replaying
 from framework.visualization.panels import side_by_side, stack_rows, write_named_pngs
@@ -245,15 +246,7 @@ class GANTask(Task):
     @torch.no_grad()
     def update_ema(self, g_steps: int) -> None:
         """EMA <- decay * EMA + (1 - decay) * G (a plain copy for the first `ema_start` G updates)."""
-        source = unwrap(self.generator)
-        copy_only = g_steps <= self.ema_start
-        for ema, param in zip(self.generator_ema.parameters(), source.parameters()):
-            if copy_only:
-                ema.copy_(param)
-            else:
-                ema.lerp_(param, 1 - self.ema_decay)
-        for ema, buffer in zip(self.generator_ema.buffers(), source.buffers()):
-            ema.copy_(buffer)  # normalisation statistics follow the generator as they are
+        update_ema(self.generator_ema, unwrap(self.generator), self.ema_decay, copy_only=g_steps <= self.ema_start)
 
     def _count_d_step(self) -> int:
         if self._d_steps is None:  # first step, or just loaded from a checkpoint
