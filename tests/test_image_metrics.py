@@ -93,3 +93,15 @@ def test_fid_with_torchvision_inception_weights_from_a_local_file(tmp_path):
     value = run(fid, torch.zeros_like(real), real, splits=(2,))["FID"]  # one compute: a 2048-d sqrtm is slow
     assert 0 < value < float("inf")
     assert int(fid.states()["real_features_num_samples"]) == 4
+
+
+def test_suffixed_metrics_name_their_results_before_evaluating():
+    """`train.best_metric: PSNR_ab` is checked at start-up against these names."""
+    from framework.metrics.image import PSNR, SSIM
+    from framework.metrics.image import L1Distance as L1
+
+    assert [m.result_names() for m in (PSNR(suffix="_ab"), SSIM(suffix="_ba"), L1(suffix="_ab"), PSNR())] == [
+        ["PSNR_ab"], ["SSIM_ba"], ["L1_ab"], ["PSNR"]]
+    unpaired = PSNR(suffix="_ab")
+    unpaired.active = False  # evaluation samples that do not pair by name: nothing to report
+    assert unpaired.result_names() == []

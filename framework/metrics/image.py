@@ -78,7 +78,7 @@ class _PerImageMean(_Paired):
         self.count += real.shape[0]
 
     def result_names(self) -> list[str]:
-        return [self.key]
+        return [self.key + self.suffix] if self.active else []
 
     def compute(self) -> dict[str, float]:
         if not self.active:
@@ -155,7 +155,7 @@ class L1Distance(_Paired):
         self.count += real.numel()
 
     def result_names(self) -> list[str]:
-        return ["L1"]
+        return ["L1" + self.suffix] if self.active else []
 
     def compute(self) -> dict[str, float]:
         if not self.active:
