@@ -22,7 +22,7 @@ from support import REPO, call_tool, run_tool, train_run
 CONFIG = REPO / "projects/cyclegan/configs/cyclegan_shapes.yaml"
 NETWORKS = ("generator_ab", "generator_ba", "discriminator_a", "discriminator_b")
 TINY = [
-    "device=cpu", "train.max_iters=4", "train.val_interval=2", "train.ckpt_interval=2", "train.log_interval=2",
+    "device=cpu", "task.identity_weight=0.5", "train.max_iters=4", "train.val_interval=2", "train.ckpt_interval=2", "train.log_interval=2",
     "data.train.dataset.num_samples=16", "data.train.dataset.size=32", "data.train.batch_size=2",
     "data.val.dataset.num_samples=4", "data.val.dataset.size=32", "data.val.batch_size=4",
     *[f"task.{net}.base_channels=4" for net in NETWORKS], "task.generator_ab.num_blocks=1",
