@@ -15,30 +15,16 @@ import shutil
 from pathlib import Path
 
 import torch
+from test_resume import assert_same_state
 
 import framework
-from support import call_tool, named
+from support import call_tool
 
 FIXTURE = Path(__file__).parent / "data" / "unet_v0.2.0_iter_2.pth"
 OVERRIDES = ["task.model.base_channels=4", "task.model.depth=2", "train.max_iters=4", "train.val_interval=0",
              "train.ckpt_interval=2", "data.train.dataset.num_samples=16", "data.val.dataset.num_samples=4",
              "data.train.num_workers=0", "device=cpu", "amp.enabled=false"]
 CONFIG = "configs/segmentation/unet_shapes.yaml"
-
-
-def _assert_equal(a, b, where):
-    if isinstance(a, torch.Tensor):
-        torch.testing.assert_close(a, b, atol=0, rtol=0, msg=named(where))
-    elif isinstance(a, dict):
-        assert a.keys() == b.keys(), where
-        for key in a:
-            _assert_equal(a[key], b[key], f"{where}.{key}")
-    elif isinstance(a, (list, tuple)):
-        assert len(a) == len(b), where
-        for i, (x, y) in enumerate(zip(a, b)):
-            _assert_equal(x, y, f"{where}[{i}]")
-    else:
-        assert a == b, where
 
 
 def test_a_0_2_0_checkpoint_resumes_bit_identical(tmp_path):
@@ -55,7 +41,7 @@ def test_a_0_2_0_checkpoint_resumes_bit_identical(tmp_path):
 
     a, b = (torch.load(d / "checkpoints" / "iter_4.pth", weights_only=True) for d in (old, tmp_path / "new"))
     for part in ("task", "optim", "hooks", "rng"):
-        _assert_equal(a[part], b[part], part)
+        assert_same_state(a[part], b[part], part)
     # the resumed run's checkpoints say which release wrote them, not the release it started under
     assert torch.load(FIXTURE, weights_only=True)["meta"]["framework_version"] == "0.2.0"
     assert a["meta"]["framework_version"] == b["meta"]["framework_version"] == framework.__version__ != "0.2.0"
