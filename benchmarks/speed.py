@@ -88,14 +88,14 @@ def write_configs(folder: Path, voc: Path, pairs: Path, iters: dict) -> dict[str
         "optim": {"type": "AdamW", "lr": 3.0e-3, "weight_decay": 1.0e-4},
         "data": {"train": {"dataset": {"type": "VOCSegmentation", "root": str(voc), "classes": CLASSES,
                                        "pipeline": FLIPS},
-                           "batch_size": 16}},
+                           "batch_size": 16, "num_workers": "auto", "cache": "auto"}},  # the defaults, named
         "train": {**common_train, "max_iters": iters["segmentation"], "ckpt_interval": iters["segmentation"]},
     }
     pix2pix = {
         "_base_": [str(REPO / "projects/pix2pix/configs/pix2pix_shapes.yaml")],
         "device": "cpu",
         "data": {"train": {"dataset": {"type": "AlignedPairs", "root": str(pairs), "pipeline": FLIPS},
-                           "batch_size": 8},
+                           "batch_size": 8, "num_workers": "auto", "cache": "auto"},  # the defaults, named
                  "val": None},
         "metrics": [],
         "optimizers": {"generator": {"scheduler": None}, "discriminator": {"scheduler": None}},
