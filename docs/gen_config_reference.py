@@ -33,7 +33,7 @@ PAGE = ROOT / "docs" / "config-reference.md"
 DESCRIPTIONS = {
     ".work_dir": "the run's folder (`--work-dir` wins); null: `work_dirs/<config file name>`",
     ".seed": "seed of every random generator (python, numpy, torch; per process and per sample)",
-    ".task": "the task node: `SegmentationTask` or `GANTask` with its model(s), loss and settings",
+    ".task": "the task node: `SegmentationTask`, `GANTask` or `CycleGANTask` with its model(s), loss and settings",
     ".data": "the loaders: `train`, `val` and optional `test`",
     ".amp": "mixed precision (automatic mixed precision, autocast)",
     ".dist": "multi-process settings (torchrun), ignored in a single process",

@@ -1,4 +1,4 @@
-"""CycleGANTask against a hand-written CycleGAN iteration, the unpaired datasets, the image pool
+"""CycleGANTask against a hand-written CycleGAN iteration (with and without lazy R1), the unpaired datasets, the image pool
 as state and the LinearDecayLR schedule (the tools, DDP, accumulation and resume are tested in
 projects/cyclegan/tests)."""
 
@@ -22,6 +22,7 @@ from support import named
 POOL_SIZE = 3  # batch 2: full after the second iteration, so the third swaps
 ITERATIONS = 3
 CYCLE, IDENTITY, D_WEIGHT = 10.0, 0.5, 0.5
+R1_WEIGHT, R1_INTERVAL = 10.0, 2  # 3 iterations: the penalty on the second only
 
 
 def generator():
@@ -62,15 +63,19 @@ class ReferencePool:
         return torch.cat(out)
 
 
-def reference_run(nets, seed):
+def reference_run(nets, seed, r1_weight=0.0):
     """The iterations written out plainly: lsgan, cycle and identity L1, D frozen in the G step,
-    D on real and pooled fakes (drawn before G's update), Adam on each pair of networks."""
+    D on real and pooled fakes (drawn before G's update), Adam on each pair of networks; with
+    r1_weight, every R1_INTERVAL-th D loss adds r1_weight / 2 x R1_INTERVAL x the mean over the
+    reals of the squared norm of the gradient of each real's mean logit. Returns the pools and
+    {(iteration, domain): R1 term}."""
     g_ab, g_ba, d_a, d_b = nets
     opt_g = torch.optim.Adam([*g_ab.parameters(), *g_ba.parameters()], lr=1e-2, betas=(0.5, 0.999))
     opt_d = torch.optim.Adam([*d_a.parameters(), *d_b.parameters()], lr=1e-2, betas=(0.5, 0.999))
     pool_a, pool_b = ReferencePool(POOL_SIZE, 4 * seed + 1), ReferencePool(POOL_SIZE, 4 * seed + 2)
     mse = nn.MSELoss()
-    for batch in batches():
+    penalties = {}
+    for iteration, batch in enumerate(batches(), start=1):
         a, b = batch["a"].float() / 127.5 - 1, batch["b"].float() / 127.5 - 1
         fake_b, fake_a = g_ab(a), g_ba(b)
         rec_a, rec_b = g_ba(fake_b), g_ab(fake_a)
@@ -87,17 +92,24 @@ def reference_run(nets, seed):
             p.requires_grad_(True)
         opt_d.zero_grad()
         loss_d = 0
-        for d, real, fake, pool in ((d_a, a, fake_a, pool_a), (d_b, b, fake_b, pool_b)):
+        r1_due = r1_weight > 0 and iteration % R1_INTERVAL == 0
+        for domain, d, real, fake, pool in (("a", d_a, a, fake_a, pool_a), ("b", d_b, b, fake_b, pool_b)):
+            real = real.clone().requires_grad_(r1_due)
             real_pred, fake_pred = d(real), d(pool.query(fake.detach()))
             loss_d = loss_d + D_WEIGHT * (mse(real_pred, torch.ones_like(real_pred))
                                           + mse(fake_pred, torch.zeros_like(fake_pred)))
+            if r1_due:
+                (grad,) = torch.autograd.grad(real_pred.mean(dim=(1, 2, 3)).sum(), real, create_graph=True)
+                penalty = r1_weight / 2 * R1_INTERVAL * grad.pow(2).sum(dim=(1, 2, 3)).mean()
+                penalties[iteration, domain] = penalty.detach()
+                loss_d = loss_d + penalty
         loss_d.backward()
         opt_d.step()
-    return pool_a, pool_b
+    return (pool_a, pool_b), penalties
 
 
-@pytest.mark.parametrize("threads", [1, 2])
-def test_iterations_equal_a_hand_written_cyclegan(threads):
+@pytest.mark.parametrize("threads, r1_weight", [(1, 0.0), (2, 0.0), (1, R1_WEIGHT)], ids=["1", "2", "r1"])
+def test_iterations_equal_a_hand_written_cyclegan(threads, r1_weight):
     previous = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
@@ -105,19 +117,28 @@ def test_iterations_equal_a_hand_written_cyclegan(threads):
         nets = [generator(), generator(), discriminator(), discriminator()]
         reference_nets = copy.deepcopy(nets)
         task = CycleGANTask(*nets, cycle_weight=CYCLE, identity_weight=IDENTITY, d_weight=D_WEIGHT,
-                            pool_size=POOL_SIZE)
+                            pool_size=POOL_SIZE, r1_weight=r1_weight, r1_interval=R1_INTERVAL)
         adam = {"type": "Adam", "lr": 1e-2, "betas": [0.5, 0.999]}
         optim = build_optimizers({"optimizers": {
             "generators": {**adam, "params": ["generator_ab", "generator_ba"]},
             "discriminators": {**adam, "params": ["discriminator_a", "discriminator_b"]}}}, task, max_iters=10)
+        logged = []
         for batch in batches():
-            logs = task.train_iteration([batch], optim)
+            logged.append(task.train_iteration([batch], optim))
             optim.end_iteration()
-        pools = reference_run(reference_nets, seed=3)
+        pools, penalties = reference_run(reference_nets, seed=3, r1_weight=r1_weight)
     finally:
         torch.set_num_threads(previous)
     assert {"loss_g_ab", "loss_g_ba", "loss_cycle_a", "loss_cycle_b", "loss_idt_a", "loss_idt_b", "loss_d_a",
-            "loss_d_b", "d_real_logit_a", "fake_spread_b"} <= set(logs)
+            "loss_d_b", "d_real_logit_a", "fake_spread_b"} <= set(logged[-1])
+    for iteration, logs in enumerate(logged, start=1):  # the R1 terms logged on the due steps only
+        r1_logs = {key: value for key, value in logs.items() if key.startswith("loss_d_r1_")}
+        expected = {f"loss_d_r1_{domain}": penalties[iteration, domain]
+                    for domain in "ab" if (iteration, domain) in penalties}
+        assert r1_logs.keys() == expected.keys(), iteration
+        for key, value in expected.items():
+            torch.testing.assert_close(r1_logs[key], value, atol=1e-7, rtol=1e-5, msg=named(f"{key} at {iteration}"))
+    assert bool(penalties) == bool(r1_weight) and task.uses_double_backward == bool(r1_weight)
     # Largest difference measured: 3.0e-8 at 1 and at 2 threads (fused vs foreach Adam, order of sums).
     for name, net, reference in zip(("generator_ab", "generator_ba", "discriminator_a", "discriminator_b"),
                                     nets, reference_nets):

@@ -1,6 +1,7 @@
 """The GAN toolkit in real runs: 2 processes with R1 and a multi-scale D equal one process
 with the double batch; a penalty-only D loss under DDP; exact resume with spectral norm, R1
-and adaptive DiffAugment; ada_p in TensorBoard; SyncBN with a penalty refused."""
+and adaptive DiffAugment; ada_p in TensorBoard; SyncBN with a penalty refused (GANTask and
+CycleGANTask; CycleGAN's toolkit runs are in projects/cyclegan/tests)."""
 
 import shutil
 
@@ -14,6 +15,7 @@ from support import REPO, call_tool, named, run_tool, run_torchrun
 
 PIX2PIXHD = REPO / "projects/pix2pix/configs/pix2pixhd_shapes.yaml"
 SMALL_DATA = REPO / "projects/dcgan/configs/dcgan_small_data.yaml"
+CYCLEGAN_TOOLKIT = REPO / "projects/cyclegan/configs/cyclegan_shapes_toolkit.yaml"
 
 # pix2pixHD without normalisation (statistics would depend on the batch split) and without
 # the perceptual loss, SGD, R1 every 2nd D step: iterations 2 and 4 carry the penalty.
@@ -91,8 +93,9 @@ def test_resume_is_bit_exact_with_spectral_norm_r1_and_adaptive_diff_augment(tmp
     assert len(p) == 8 and p[0] == 0.0 and p[-1] == float(a["task"]["d_augment.p"])
 
 
-def test_sync_bn_with_a_gradient_penalty_is_refused_in_one_line(tmp_path):
-    result = call_tool("train", "--config", SMALL_DATA, "--work-dir", tmp_path / "run", "device=cpu",
+@pytest.mark.parametrize("config", [SMALL_DATA, CYCLEGAN_TOOLKIT], ids=["gan", "cyclegan"])
+def test_sync_bn_with_a_gradient_penalty_is_refused_in_one_line(tmp_path, config):
+    result = call_tool("train", "--config", config, "--work-dir", tmp_path / "run", "device=cpu",
                        "sync_bn=true", "task.r1_weight=1.0", "data.train.num_workers=0", "train.max_iters=1",
                        "train.val_interval=0")
     assert result.returncode == 2

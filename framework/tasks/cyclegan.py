@@ -8,16 +8,32 @@ One iteration (as the original's optimize_parameters):
 
     G step, discriminators frozen (they collect no gradients):
         fake_b = G_ab(a), rec_a = G_ba(fake_b), fake_a = G_ba(b), rec_b = G_ab(fake_a)
-        loss_g_ab   = adv_weight x GAN(D_b(fake_b) is real)     loss_g_ba = ... D_a(fake_a)
+        loss_g_ab   = adv_weight x GAN(D_b(T_b(fake_b)) is real)     loss_g_ba = ... D_a(T_a(fake_a))
         loss_cycle_a = cycle_weight x |rec_a - a|_1               loss_cycle_b = ... |rec_b - b|_1
         loss_idt_a  = cycle_weight x identity_weight x |G_ba(a) - a|_1     (identity_weight > 0)
         loss_idt_b  = cycle_weight x identity_weight x |G_ab(b) - b|_1
         optim.update(sum, "generators")
     D step, on real images and on the fakes of the G step (detached, drawn before G's update,
     as in the original) passed through each direction's image pool:
-        loss_d_a = d_weight x (GAN(D_a(a) is real) + GAN(D_a(pool_a(fake_a)) is fake)), loss_d_b alike
+        loss_d_a = d_weight x (GAN(D_a(T_a(a)) is real) + GAN(D_a(T_a(pool_a(fake_a))) is fake))
+                   (+ loss_d_r1_a on every r1_interval-th iteration), loss_d_b alike
         optim.update(loss_d_a + loss_d_b, "discriminators")
-    then the EMA generators follow (ema_decay set).
+    then each adaptive DiffAugment reads its D's verdicts on the reals (ADA), and the EMA
+    generators follow (ema_decay set).
+
+T_a, T_b: DiffAugment (`d_augment`), the identity without it; every call draws its own
+transform (reals and fakes are augmented apart, as in DiffAugment's own training loop), and
+the generator's term is differentiated through it. One DiffAugment per domain, both built
+from the config's node: StyleGAN2-ADA adapts one p per discriminator, to how that D overfits
+its own reals, so D_a's p does not move with D_b's verdicts (logged as ada_p_a, ada_p_b;
+checkpointed as buffers of `d_augment_a`, `d_augment_b`).
+
+R1 (`r1_weight`, `r1_interval`): lazy, with `LazyR1` as in GANTask (framework/tasks/
+discriminator_step.py): on every r1_interval-th D step (one per iteration, counted by
+`iterations`, which the checkpoint holds), each D's pass on its (augmented) reals runs in
+float32 and the penalty r1_weight / 2 x r1_interval x E||grad_real D||^2 joins that D's loss,
+tied to its logits so DDP sees every parameter. The discriminators may be multi-scale
+(MultiScaleDiscriminator): the losses, R1 and the logged logits average over the scales.
 
 With gradient accumulation (train.accumulate N) the order is: every micro-batch's G terms and
 the G step, then every micro-batch's D terms (each micro-batch's fakes through the pools in
@@ -46,9 +62,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from framework.inference.generator import to_signed, to_unit
-from framework.losses.gan import GANLoss
+from framework.losses.gan import GANLoss, sample_verdicts
 from framework.registry import TASKS
 from framework.tasks.base import Task, average_logs, frozen, total_loss, unwrap
+from framework.tasks.discriminator_step import LazyR1, d_diagnostics, d_input_pair
 from framework.tasks.ema import update_ema
 from framework.tasks.gan_health import GANHealth
 from framework.tasks.image_pool import ImagePool
@@ -68,6 +85,9 @@ class CycleGANTask(Task):
                       0.5: the identity terms are weighted 0.5 x 10 = 5); 0: no identity terms
     d_weight          weight of each discriminator's real + fake terms (0.5, as the original)
     pool_size         fakes kept per direction for the discriminators (50); 0: no pool
+    r1_weight         R1 penalty gamma on each discriminator's reals (0: none)
+    r1_interval       apply R1 every k-th D step, multiplied by k (lazy regularisation)
+    d_augment         null or {type: DiffAugment, ...}: what each D sees augmented, one p per D
     ema_decay         keep EMA copies of both generators for evaluation and inference; null: none
     ema_start         generator updates during which the EMAs just copy the generators
     """
@@ -79,7 +99,8 @@ class CycleGANTask(Task):
     def __init__(self, generator_ab: nn.Module, generator_ba: nn.Module, discriminator_a: nn.Module,
                  discriminator_b: nn.Module, gan_loss: str = "lsgan", adv_weight: float = 1.0,
                  cycle_weight: float = 10.0, identity_weight: float = 0.5, d_weight: float = 0.5,
-                 pool_size: int = 50, ema_decay: float | None = None, ema_start: int = 0):
+                 pool_size: int = 50, ema_decay: float | None = None, ema_start: int = 0,
+                 r1_weight: float = 0.0, r1_interval: int = 1, d_augment: nn.Module | None = None):
         super().__init__()
         self.generator_ab, self.generator_ba = generator_ab, generator_ba
         self.discriminator_a, self.discriminator_b = discriminator_a, discriminator_b
@@ -94,6 +115,9 @@ class CycleGANTask(Task):
         self.adv_weight, self.cycle_weight = adv_weight, cycle_weight
         self.identity_weight, self.d_weight = identity_weight, d_weight
         self.ema_decay, self.ema_start = ema_decay, ema_start
+        self.r1 = LazyR1(r1_weight, r1_interval)
+        # One DiffAugment per discriminator (module docstring): its own p, sums and counter.
+        self.d_augment_a, self.d_augment_b = d_augment, copy.deepcopy(d_augment)
         if ema_decay is not None:  # submodules without trainable parameters: checkpointed, in no optimizer
             self.generator_ab_ema = copy.deepcopy(generator_ab).requires_grad_(False)
             self.generator_ba_ema = copy.deepcopy(generator_ba).requires_grad_(False)
@@ -106,15 +130,27 @@ class CycleGANTask(Task):
         self.health = [GANHealth(suffix="_a"), GANHealth(suffix="_b")]
         self.direction = "AtoB"  # which generator `eval_generator` is (tools/infer.py --direction)
 
+    @property
+    def uses_double_backward(self) -> bool:
+        """R1 differentiates D's input gradient (which SyncBatchNorm cannot)."""
+        return self.r1.enabled
+
     # ------------------------------------------------------------------ adversarial terms
 
-    def judge(self, discriminator: nn.Module, image: torch.Tensor) -> torch.Tensor:
-        """A discriminator's verdict (logits) on an image."""
+    def judge(self, discriminator: nn.Module, image: torch.Tensor):
+        """A discriminator's verdict on an image as it sees it (augmented already): logits, or
+        a multi-scale output."""
         return discriminator(image)
 
     def adversarial_loss(self, discriminator: nn.Module, fake: torch.Tensor) -> torch.Tensor:
-        """A generator's adversarial loss: the (frozen) discriminator should call `fake` real."""
+        """A generator's adversarial loss: the (frozen) discriminator should call `fake` (as
+        it sees it, augmented already) real."""
         return self.gan_loss.generator(self.judge(discriminator, fake))
+
+    def seen_by(self, domain: str, image: torch.Tensor) -> torch.Tensor:
+        """`image` as discriminator `domain` ("a" or "b") sees it: through that domain's
+        DiffAugment (a new draw per call), or as is."""
+        return d_input_pair(None, image, getattr(self, f"d_augment_{domain}"))
 
     # ------------------------------------------------------------------ training
 
@@ -125,22 +161,26 @@ class CycleGANTask(Task):
     def train_iteration(self, batches: list[dict], optim) -> dict:
         """All G micro-batches and the G step, then all D micro-batches and the D step."""
         images = [(to_signed(batch["a"]), to_signed(batch["b"])) for batch in batches]
+        r1_due = self.r1.due(self.iterations + 1)  # one D step per iteration
         g_logs, fakes = [], []
         for index, (a, b) in enumerate(images):
             with optim.micro_step(index, len(batches)):
                 logs, fake_a, fake_b = self.generator_step(a, b, optim)
             g_logs.append(logs)
             fakes.append((fake_a, fake_b))
-        d_logs = []
+        d_logs, verdicts = [], []
         for index, ((a, b), (fake_a, fake_b)) in enumerate(zip(images, fakes)):
             with optim.micro_step(index, len(batches)):
-                d_logs.append(self.discriminator_step(a, b, fake_a, fake_b, optim))
+                logs, real_verdicts = self.discriminator_step(a, b, fake_a, fake_b, optim, r1_due)
+            d_logs.append(logs)
+            verdicts.append(real_verdicts)
+        ada_logs = self.adapt_augments(verdicts)
         self.iterations += 1
         if self.ema_decay is not None:
             copy_only = self.iterations <= self.ema_start
             update_ema(self.generator_ab_ema, unwrap(self.generator_ab), self.ema_decay, copy_only)
             update_ema(self.generator_ba_ema, unwrap(self.generator_ba), self.ema_decay, copy_only)
-        return {**average_logs(g_logs), **average_logs(d_logs)}
+        return {**average_logs(g_logs), **average_logs(d_logs), **ada_logs}
 
     def generator_step(self, a: torch.Tensor, b: torch.Tensor, optim):
         """The G update's terms on one (micro-)batch -> (logs, fake_a, fake_b detached)."""
@@ -149,8 +189,8 @@ class CycleGANTask(Task):
         fake_a = self.generator_ba(b)
         rec_b = self.generator_ab(fake_a)
         with frozen(self.discriminator_a) as d_a, frozen(self.discriminator_b) as d_b:
-            terms = {"loss_g_ab": self.adv_weight * self.adversarial_loss(d_b, fake_b),
-                     "loss_g_ba": self.adv_weight * self.adversarial_loss(d_a, fake_a)}
+            terms = {"loss_g_ab": self.adv_weight * self.adversarial_loss(d_b, self.seen_by("b", fake_b)),
+                     "loss_g_ba": self.adv_weight * self.adversarial_loss(d_a, self.seen_by("a", fake_a))}
         terms["loss_cycle_a"] = self.cycle_weight * F.l1_loss(rec_a, a)
         terms["loss_cycle_b"] = self.cycle_weight * F.l1_loss(rec_b, b)
         if self.identity_weight:
@@ -161,23 +201,54 @@ class CycleGANTask(Task):
         optim.update(loss, "generators")
         return {"loss_g": loss.detach(), **{k: v.detach() for k, v in terms.items()}}, fake_a.detach(), fake_b.detach()
 
-    def discriminator_step(self, a, b, fake_a, fake_b, optim) -> dict:
-        logs = {}
-        losses = []
-        for domain, discriminator, real, fake, pool in (("a", self.discriminator_a, a, fake_a, self.pool_a),
-                                                        ("b", self.discriminator_b, b, fake_b, self.pool_b)):
-            real_logits = self.judge(discriminator, real)
-            fake_logits = self.judge(discriminator, pool.query(fake))
-            loss_real, loss_fake = self.gan_loss.discriminator(real_logits, fake_logits)
-            loss = self.d_weight * (loss_real + loss_fake)
+    def discriminator_step(self, a, b, fake_a, fake_b, optim, r1_due: bool = False) -> tuple[dict, dict]:
+        """The D update on one (micro-)batch -> (logs, {domain: D's per-sample verdicts on its
+        reals} for the adaptive DiffAugments; empty without d_augment)."""
+        logs, losses, verdicts = {}, [], {}
+        details = getattr(optim, "log_details", True)  # logged iterations only: a few reductions
+        for domain, real, fake in (("a", a, fake_a), ("b", b, fake_b)):
+            loss, domain_logs, real_output = self.discriminator_loss(domain, real, fake, r1_due, details)
             losses.append(loss)
-            logs[f"loss_d_{domain}"] = loss.detach()
-            if getattr(optim, "log_details", True):  # logged iterations only: a few reductions
-                logs[f"d_real_logit_{domain}"] = real_logits.detach().mean()
-                logs[f"d_fake_logit_{domain}"] = fake_logits.detach().mean()
-                if fake.shape[0] > 1:
-                    logs[f"fake_spread_{domain}"] = fake.float().std(dim=0).mean()
+            logs.update(domain_logs)
+            if getattr(self, f"d_augment_{domain}") is not None:
+                verdicts[domain] = sample_verdicts(real_output).detach()
         optim.update(losses[0] + losses[1], "discriminators")
+        return logs, verdicts
+
+    def discriminator_loss(self, domain: str, real, fake, r1_due: bool, details: bool):
+        """One discriminator's loss on its reals and its pool's answer to `fake` -> (loss, logs,
+        its output on the reals)."""
+        discriminator, pool = getattr(self, f"discriminator_{domain}"), getattr(self, f"pool_{domain}")
+
+        def critic(image):
+            return self.judge(discriminator, self.seen_by(domain, image))
+
+        if r1_due:  # D's pass on the reals in float32, its input gradient kept
+            real_output, penalty = self.r1.real_pass(critic, real)
+        else:
+            real_output, penalty = critic(real), None
+        fake_output = critic(pool.query(fake))
+        loss_real, loss_fake = self.gan_loss.discriminator(real_output, fake_output)
+        loss = self.d_weight * (loss_real + loss_fake)
+        logs = {}
+        if penalty is not None:
+            loss = loss + penalty
+            logs[f"loss_d_r1_{domain}"] = penalty.detach()
+        logs[f"loss_d_{domain}"] = loss.detach()
+        if details:
+            logs.update(d_diagnostics(real_output, fake_output, fake, suffix=f"_{domain}"))
+        return loss, logs, real_output
+
+    def adapt_augments(self, verdicts: list[dict]) -> dict:
+        """ADA, once per D step: each domain's DiffAugment reads its D's verdicts on the reals
+        of every micro-batch (so accumulation counts as one step of the whole batch); each p
+        is logged."""
+        logs = {}
+        for domain in ("a", "b"):
+            augment = getattr(self, f"d_augment_{domain}")
+            if augment is not None:
+                augment.observe(torch.cat([step[domain] for step in verdicts]))
+                logs[f"ada_p_{domain}"] = augment.p.detach().clone()
         return logs
 
     def diagnose(self, logged: dict[str, float]) -> list[str]:

@@ -7,6 +7,8 @@
   shared by the conditional input and the image.
 - `judge_fake_for_generator`: the (frozen) discriminator's output on a fake for the
   generator's loss, and with feature matching its output on the real under the same transform.
+- `d_diagnostics`: what GANHealth watches (D's mean verdicts, the spread of the fakes), for a
+  single or multi-scale output.
 
 R1 under DDP. The penalty needs the gradient of D's output with respect to its input, then a
 backward through that gradient. The forward runs through the DDP-wrapped discriminator; the
@@ -29,7 +31,7 @@ from collections.abc import Callable
 
 import torch
 
-from framework.losses.gan import r1_penalty, scale_logits
+from framework.losses.gan import r1_penalty, sample_verdicts, scale_logits
 
 
 def tie_to_outputs(term: torch.Tensor, output) -> torch.Tensor:
@@ -94,3 +96,15 @@ def judge_fake_for_generator(discriminator, condition: torch.Tensor | None, fake
     with torch.no_grad():
         real_output = discriminator(d_input_pair(condition, images[1]))
     return fake_output, real_output
+
+
+def d_diagnostics(real_output, fake_output, fake: torch.Tensor, suffix: str = "") -> dict:
+    """What GANHealth watches: D's mean verdicts on real and fake (`sample_verdicts`, so a
+    multi-scale output counts each scale alike), and how much the fakes differ across the
+    batch (the mean over pixels of their standard deviation). `suffix` names the
+    discriminator when a task has several (CycleGAN's "_a", "_b")."""
+    logs = {f"d_real_logit{suffix}": sample_verdicts(real_output).detach().mean(),
+            f"d_fake_logit{suffix}": sample_verdicts(fake_output).detach().mean()}
+    if fake.shape[0] > 1:
+        logs[f"fake_spread{suffix}"] = fake.detach().float().std(dim=0).mean()
+    return logs

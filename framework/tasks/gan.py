@@ -51,7 +51,7 @@ from framework.inference.generator import to_signed, to_unit
 from framework.losses.gan import GANLoss, gradient_penalty, sample_verdicts
 from framework.registry import TASKS
 from framework.tasks.base import Task, average_logs, frozen, total_loss, unwrap
-from framework.tasks.discriminator_step import LazyR1, d_input_pair, judge_fake_for_generator
+from framework.tasks.discriminator_step import LazyR1, d_diagnostics, d_input_pair, judge_fake_for_generator
 from framework.tasks.ema import update_ema
 from framework.tasks.gan_health import GANHealth
 from framework.tasks.replay import random_state, replaying
@@ -215,17 +215,7 @@ class GANTask(Task):
             self.d_augment.observe(sample_verdicts(real_logits))  # ADA: sign of D on the reals
             logs["ada_p"] = self.d_augment.p.detach().clone()
         if getattr(optim, "log_details", True):  # on logged iterations only: a few reductions
-            logs.update(self.diagnostics(real_logits, fake_logits, fake))
-        return logs
-
-    @staticmethod
-    def diagnostics(real_logits, fake_logits, fake: torch.Tensor) -> dict:
-        """What GANHealth watches: D's mean verdicts on real and fake, and how much the fakes
-        differ across the batch (the mean over pixels of their standard deviation)."""
-        logs = {"d_real_logit": sample_verdicts(real_logits).detach().mean(),
-                "d_fake_logit": sample_verdicts(fake_logits).detach().mean()}
-        if fake.shape[0] > 1:
-            logs["fake_spread"] = fake.detach().float().std(dim=0).mean()
+            logs.update(d_diagnostics(real_logits, fake_logits, fake))
         return logs
 
     def generator_step(self, condition, real: torch.Tensor, fake: torch.Tensor, optim) -> dict:

@@ -1,6 +1,9 @@
 """CycleGAN under the engine's promises: gradient accumulation and 2-process DDP (gloo) equal one
 process with the double batch, and a run killed and resumed ends bit-identical to an
-uninterrupted one, its image pools and their generators included.
+uninterrupted one, its image pools and their generators included. The DDP and resume tests run
+again on cyclegan_shapes_toolkit.yaml: multi-scale, spectrally normalised discriminators with
+lazy R1 (and, for the resume, adaptive DiffAugment; not under DDP, where each rank draws its own
+transforms by design, so 2 processes cannot equal one).
 
 No normalisation layers (batch statistics would differ by split by design), SGD, float32: the
 runs then differ only by the order of floating-point sums. Accumulation keeps the pools in
@@ -22,6 +25,7 @@ from probes import read_losses
 from support import REPO, fork_tool, named, run_forked_tool, run_torchrun
 
 CONFIG = REPO / "projects/cyclegan/configs/cyclegan_shapes.yaml"
+TOOLKIT = REPO / "projects/cyclegan/configs/cyclegan_shapes_toolkit.yaml"
 NETWORKS = ("generator_ab", "generator_ba", "discriminator_a", "discriminator_b")
 SMALL = [
     "device=cpu", "seed=3", "data.train.dataset.num_samples=16", "data.train.dataset.size=32",
@@ -40,12 +44,18 @@ NO_BN = [*SMALL, "train.max_iters=5", "train.ckpt_interval=5", "train.log_interv
 ATOL = 2e-5
 
 
-def train(work_dir, *overrides, processes=1):
+# R1 on iterations 2 and 4 of 5, strong enough to matter: the penalty summed instead of averaged
+# over samples (so 2 processes give it half its weight) moved a weight by 2.6e-5 at r1_weight 1.0,
+# barely past ATOL; at 100 the runs differ by 7.9e-7 at most. DiffAugment off (module docstring).
+TOOLKIT_DDP = ["task.r1_weight=100.0", "task.r1_interval=2", "task.d_augment=null"]
+
+
+def train(work_dir, *overrides, processes=1, config=CONFIG):
     if processes == 1:
-        result = run_forked_tool("train", "--config", CONFIG, "--work-dir", work_dir, *NO_BN, *overrides,
+        result = run_forked_tool("train", "--config", config, "--work-dir", work_dir, *NO_BN, *overrides,
                                  folder=work_dir / "out")
     else:
-        result = run_torchrun(processes, "--config", CONFIG, "--work-dir", work_dir, *NO_BN, *overrides)
+        result = run_torchrun(processes, "--config", config, "--work-dir", work_dir, *NO_BN, *overrides)
     assert result.returncode == 0, result.stderr[-3000:]
     return torch.load(work_dir / "checkpoints/iter_5.pth", weights_only=True)
 
@@ -70,10 +80,14 @@ def test_accumulation_equals_the_double_batch(tmp_path, pool_size):
         assert torch.equal(got["generator"], expected["generator"]), name
 
 
-def test_two_processes_equal_one_process_with_the_double_batch(tmp_path):
-    one = train(tmp_path / "one", "data.train.batch_size=4")
-    two = train(tmp_path / "two", "data.train.batch_size=2", processes=2)
+@pytest.mark.parametrize("config, extra", [(CONFIG, []), (TOOLKIT, TOOLKIT_DDP)], ids=["plain", "r1_multi_scale"])
+def test_two_processes_equal_one_process_with_the_double_batch(tmp_path, config, extra):
+    one = train(tmp_path / "one", "data.train.batch_size=4", *extra, config=config)
+    two = train(tmp_path / "two", "data.train.batch_size=2", *extra, processes=2, config=config)
     assert_same_networks(two["task"], one["task"])
+    if config == TOOLKIT:  # what makes it the toolkit's run: a second scale, spectral norm's vectors
+        assert {"discriminator_a.scales.1.head.parametrizations.weight.original",
+                "discriminator_b.scales.0.blocks.0.0.parametrizations.weight.0._u"} <= set(one["task"])
     pools = two["task_by_rank"]
     assert sorted(pools) == [0, 1]  # each rank's own pool is saved
     assert pools[0]["pool_a"]["images"].shape[0] == pools[1]["pool_a"]["images"].shape[0] == 10
@@ -89,26 +103,33 @@ RESUME = [*SMALL, f"train.max_iters={MAX_ITERS}", "train.ckpt_interval=3", "trai
           "+task.ema_decay=0.9", "optimizers.generators.scheduler.decay_start=8",
           "optimizers.discriminators.scheduler.decay_start=8", "custom_imports=[projects.pix2pix, projects.cyclegan, probes]"]
 INTERRUPTIONS = [(signal.SIGKILL, -9), (signal.SIGKILL, -9), (signal.SIGTERM, 143)]
+# R1 every 2nd D step, each domain's p adjusted every 2 D steps by 4 images / 20 (0.2 a step):
+# interrupted mid R1 cycle and mid adjustment interval alike.
+TOOLKIT_RESUME = ["task.r1_interval=2", "task.d_augment.interval=2", "task.d_augment.speed_images=20"]
 
 
-def start(work_dir, losses_file, *extra, delay=0.0):
+def start(work_dir, losses_file, *extra, delay=0.0, config=CONFIG):
     hook = f"hooks=[{{type: LossRecorderHook, path: '{losses_file}', delay: {delay}}}]"
-    return fork_tool("train", "--config", CONFIG, "--work-dir", work_dir, *RESUME, hook, *extra,
+    return fork_tool("train", "--config", config, "--work-dir", work_dir, *RESUME, hook, *extra,
                      cwd=REPO / "tests", log=work_dir / "console.log")
 
 
-def test_killed_and_resumed_run_ends_bit_identical(tmp_path):
+@pytest.mark.parametrize("config, toolkit", [(CONFIG, []), (TOOLKIT, TOOLKIT_RESUME)], ids=["plain", "toolkit"])
+def test_killed_and_resumed_run_ends_bit_identical(tmp_path, config, toolkit):
+    def start_run(*args, **kwargs):
+        return start(*args, *toolkit, config=config, **kwargs)
+
     reference_dir, chain_dir = tmp_path / "reference", tmp_path / "interrupted"
     reference_dir.mkdir(), chain_dir.mkdir()
-    reference = start(reference_dir, reference_dir / "losses.txt")
+    reference = start_run(reference_dir, reference_dir / "losses.txt")
     rng = random.Random(5)
     targets = [4 + 4 * i + rng.randrange(2) for i in range(len(INTERRUPTIONS))]  # pools full from iteration 3
     losses_file = chain_dir / "losses.txt"
     for i, ((sig, expected_status), target) in enumerate(zip(INTERRUPTIONS, targets)):
-        process = start(chain_dir, losses_file, *(["--resume"] if i else []), delay=0.03)
+        process = start_run(chain_dir, losses_file, *(["--resume"] if i else []), delay=0.03)
         status = interrupt_near(process, losses_file, target, sig)
         assert status == expected_status, (sig, (chain_dir / "console.log").read_text()[-2000:])
-    final = start(chain_dir, losses_file, "--resume")
+    final = start_run(chain_dir, losses_file, "--resume")
     for process, folder in ((final, chain_dir), (reference, reference_dir)):
         process.join(300)
         assert process.exitcode == 0, (folder / "console.log").read_text()[-2000:]
@@ -120,4 +141,10 @@ def test_killed_and_resumed_run_ends_bit_identical(tmp_path):
     for part in ("task", "optim", "rng", "task_by_rank"):
         assert_same_state(resumed[part], uninterrupted[part], part)
     assert resumed["task_by_rank"][0]["pool_a"]["images"].shape[0] == 5
+    if toolkit:  # the run had each domain's p moving, R1 terms, spectral norm and a second scale
+        for domain in "ab":
+            logged_p = {float.fromhex(record.split(f"ada_p_{domain}=")[1].split()[0]) for record in expected.values()}
+            assert len(logged_p) > 1, domain
+        assert sum("loss_d_r1_a=" in record for record in expected.values()) == MAX_ITERS // 2
+        assert "discriminator_a.scales.1.blocks.0.0.parametrizations.weight.0._u" in resumed["task"]
     assert os.path.getsize(chain_dir / "console.log") > 0
