@@ -2,7 +2,8 @@
 synthetic shapes saved as a Pascal VOC layout, and synthetic pix2pix pairs saved as A|B JPEGs.
 
     make_voc(root, count=300, size=64)        root/JPEGImages/*.jpg, root/SegmentationClass/*.png
-                                              (palette PNGs), root/ImageSets/Segmentation/train.txt
+                                              (palette PNGs), root/ImageSets/Segmentation/train.txt;
+                                              size: one side, or (height, width)
     make_aligned_pairs(root, count=300, size=64)   root/train/*.jpg, each 2*size wide: A | B
 
 Both are pure functions of (count, size, seed), so every benchmark run reads the same files.
@@ -27,7 +28,7 @@ def _write_jpeg(path: Path, rgb: np.ndarray) -> None:
         raise OSError(f"cannot write {path}")
 
 
-def make_voc(root, count: int = 300, size: int = 64, seed: int = 0) -> Path:
+def make_voc(root, count: int = 300, size: int | tuple[int, int] = 64, seed: int = 0) -> Path:
     root = Path(root)
     for sub in ("JPEGImages", "SegmentationClass", "ImageSets/Segmentation"):
         (root / sub).mkdir(parents=True, exist_ok=True)
