@@ -11,6 +11,7 @@ import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -245,7 +246,28 @@ def test_no_readable_checkpoint_is_an_error_and_none_at_all_is_none(tmp_path, wa
         (tmp_path / f"iter_{it}.pth").write_bytes(NOT_A_CHECKPOINT)
     with pytest.raises(CheckpointError, match=exactly(f"no readable checkpoint in {tmp_path} (tried iter_4.pth, iter_2.pth)")):
         ckpt.load_latest_checkpoint(tmp_path)
-    assert warnings_of_framework.messages[-1].endswith("; no older one left")
+    assert [m.rsplit("; ", 1)[1] for m in warnings_of_framework.messages] == ["trying iter_2.pth", "no older one left"]
+
+
+class TouchesFile:
+    """Unpickling this creates a file (Path.touch): a harmless stand-in for code run by a pickle."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def __reduce__(self):
+        return Path.touch, (self.path,)
+
+
+def test_a_pickled_object_is_refused_and_never_unpickled(tmp_path):
+    marker = tmp_path / "created_by_unpickling"
+    path = tmp_path / "evil.pth"
+    torch.save({"w": torch.ones(1), "x": TouchesFile(marker)}, path)
+    with pytest.raises(ckpt.UnsafeCheckpointError, match=exactly(
+            f"refused to load {path}: it holds pickled objects (__builtin__.getattr, pathlib.Path, pathlib.PosixPath) "
+            "besides tensors and plain containers, and unpickling them could run code; re-save it as a state dict of tensors")):
+        ckpt.read_weights_file(path)
+    assert not marker.exists()
 
 
 def test_a_refused_checkpoint_stops_the_search(tmp_path):
