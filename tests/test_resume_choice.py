@@ -146,3 +146,9 @@ def test_a_long_reason_is_cut_at_300_characters(tmp_path):
 def test_other_errors_of_loading_are_not_hidden(tmp_path):
     with pytest.raises(TypeError, match="^a bug$"):
         resume_trainer(Trainer(TypeError("a bug")), tmp_path / "iter_4.pth", {}, {})
+
+
+def test_a_checkpoint_without_a_saved_config_resumes_without_a_warning(tmp_path, framework_log):
+    # meta without "config" (a checkpoint written by hand or by a tool): nothing to compare with
+    resume_trainer(Trainer(), tmp_path / "iter_7.pth", {"meta": {}}, {})
+    assert [r.levelname for r in framework_log.records] == ["INFO"]
