@@ -6,7 +6,6 @@ through real runs."""
 
 import errno
 import io
-import logging
 import os
 import re
 import subprocess
@@ -40,18 +39,6 @@ def checkpoints(folder, *iterations, latest=None):
     if latest is not None:
         ckpt.write_latest(folder, latest)
     return folder
-
-
-@pytest.fixture
-def warnings_of_framework(caplog):
-    logger = logging.getLogger("framework")
-    direct = not logger.propagate  # tools run in this process may have stopped propagation to caplog's handler
-    if direct:
-        logger.addHandler(caplog.handler)
-    with caplog.at_level("WARNING", logger="framework"):
-        yield caplog
-    if direct:
-        logger.removeHandler(caplog.handler)
 
 
 # ----------------------------------------------------------------------------- writing
@@ -214,10 +201,10 @@ def test_iteration_checkpoints_in_numeric_order_and_nothing_else(tmp_path):
 
 
 @pytest.mark.parametrize("content", [b"", b"best.pth", b"\xff\xfe", b"iter_2.pth; rm -rf"])
-def test_a_damaged_latest_is_ignored_with_a_warning(tmp_path, warnings_of_framework, content):
+def test_a_damaged_latest_is_ignored_with_a_warning(tmp_path, framework_log, content):
     (tmp_path / "latest").write_bytes(content)
     assert ckpt.read_latest(tmp_path) is None
-    assert warnings_of_framework.messages == [
+    assert framework_log.messages == [
         f"warning: {tmp_path / 'latest'} does not name a checkpoint (iter_<N>.pth); ignoring it"]
 
 
@@ -230,23 +217,23 @@ def test_latest_is_read_back_and_comes_first(tmp_path):
     assert ckpt.read_latest(tmp_path / "missing") is None
 
 
-def test_the_latest_readable_checkpoint_is_resumed_skipping_damaged_ones(tmp_path, warnings_of_framework):
+def test_the_latest_readable_checkpoint_is_resumed_skipping_damaged_ones(tmp_path, framework_log):
     checkpoints(tmp_path, 2, 4, 6, latest="iter_6.pth")
     (tmp_path / "iter_6.pth").write_bytes(NOT_A_CHECKPOINT)
     path, state = ckpt.load_latest_checkpoint(tmp_path)
     assert path == tmp_path / "iter_4.pth" and state["meta"] == {"iter": 4}
-    assert warnings_of_framework.messages == [
+    assert framework_log.messages == [
         f"warning: skipping unreadable checkpoint: cannot load {tmp_path / 'iter_6.pth'}: not a PyTorch checkpoint, "
         "or a corrupt or truncated one; trying iter_4.pth"]
 
 
-def test_no_readable_checkpoint_is_an_error_and_none_at_all_is_none(tmp_path, warnings_of_framework):
+def test_no_readable_checkpoint_is_an_error_and_none_at_all_is_none(tmp_path, framework_log):
     assert ckpt.load_latest_checkpoint(tmp_path) is None
     for it in (2, 4):
         (tmp_path / f"iter_{it}.pth").write_bytes(NOT_A_CHECKPOINT)
     with pytest.raises(CheckpointError, match=exactly(f"no readable checkpoint in {tmp_path} (tried iter_4.pth, iter_2.pth)")):
         ckpt.load_latest_checkpoint(tmp_path)
-    assert [m.rsplit("; ", 1)[1] for m in warnings_of_framework.messages] == ["trying iter_2.pth", "no older one left"]
+    assert [m.rsplit("; ", 1)[1] for m in framework_log.messages] == ["trying iter_2.pth", "no older one left"]
 
 
 class TouchesFile:

@@ -3,7 +3,6 @@ auto_resume, torchrun and Slurm restarts), the config differences it warns about
 line when a checkpoint does not fit. Written against the survivors of
 `python tests/scripts/mutation.py engine.resume`; tests/test_resume.py resumes real runs."""
 
-import logging
 import re
 from pathlib import Path
 from types import SimpleNamespace
@@ -24,18 +23,6 @@ def no_restart(monkeypatch):
     for name in RESTARTS:
         monkeypatch.delenv(name, raising=False)
     return monkeypatch
-
-
-@pytest.fixture
-def framework_log(caplog):
-    logger = logging.getLogger("framework")
-    direct = not logger.propagate  # tools run in this process may have stopped propagation to caplog's handler
-    if direct:
-        logger.addHandler(caplog.handler)
-    with caplog.at_level("INFO", logger="framework"):
-        yield caplog
-    if direct:
-        logger.removeHandler(caplog.handler)
 
 
 @pytest.mark.parametrize("name", RESTARTS)
