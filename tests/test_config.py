@@ -1,3 +1,5 @@
+import os
+import re
 import sys
 import textwrap
 
@@ -145,3 +147,134 @@ def test_integral_floats_become_integers_and_fractions_are_refused(configs):
     assert load_config(child, ["train.max_iters=1e4"]).train.max_iters == 10000
     with pytest.raises(ConfigError, match=r"train.max_iters: expected an integer >= 1, got 2.5"):
         load_config(child, ["train.max_iters=2.5"])
+
+
+# ----------------------------------------------------------------------------- framework/config/loading.py, unit by unit
+# (written against the survivors of `python tests/scripts/mutation.py config.loading`)
+
+
+@pytest.mark.parametrize("text, parsed", [
+    ("a.b=1", ("a.b", 1, False)),
+    ("+a.b=[1, 2]", ("a.b", [1, 2], True)),
+    (" a = x=y ", ("a", "x=y", False)),  # split at the first '='; the key's spaces dropped
+    ("a=", ("a", "", False)),
+    ("a=  ", ("a", "", False)),
+    ("a=null", ("a", None, False)),
+    ("a=[1,", ("a", "[1,", False)),  # not YAML: the text itself
+])
+def test_an_override_is_a_key_a_yaml_value_and_whether_it_adds(text, parsed):
+    from framework.config.loading import parse_override
+
+    assert parse_override(text) == parsed
+
+
+@pytest.mark.parametrize("text, message", [
+    ("seed", "override 'seed' must look like key=value"),
+    ("=1", "override '=1' has no key"),
+    ("+ =1", "override '+ =1' has no key"),
+])
+def test_an_override_without_a_key_is_refused(text, message):
+    from framework.config.loading import parse_override
+
+    with pytest.raises(ConfigError, match=f"^{re.escape(message)}$"):
+        parse_override(text)
+
+
+def test_overrides_reach_list_items_and_add_nested_keys():
+    from framework.config.loading import apply_override
+
+    cfg = {"hooks": [{"type": "A"}, {"type": "B"}], "seed": 0, "train": {"max_iters": 10}}
+    apply_override(cfg, "hooks.1.type", "C")
+    apply_override(cfg, "hooks.0", {"type": "D"})
+    apply_override(cfg, "train.max_iters", 20)
+    apply_override(cfg, "train.max_iters", 30, adds=True)  # + on an existing key sets it
+    apply_override(cfg, "new.deep.key", 1, adds=True)
+    apply_override(cfg, "train.extra", [1], adds=True)
+    assert cfg == {"hooks": [{"type": "D"}, {"type": "C"}], "seed": 0, "train": {"max_iters": 30, "extra": [1]},
+                   "new": {"deep": {"key": 1}}}
+
+
+@pytest.mark.parametrize("key, adds, message", [
+    ("hooks.2", False, "override 'hooks.2': hooks.2 is not an index of a list of 2"),
+    ("hooks.type", False, "override 'hooks.type': hooks.type is not an index of a list of 2"),
+    ("seed.x", False, "override 'seed.x': seed is a value, not a section"),
+    ("train.max_iter", False, "override 'train.max_iter': no key 'train.max_iter' in the config; did you mean "
+                              "'max_iters'? (use +train.max_iter=... to add a new key)"),
+    ("trian.max_iters", False, "override 'trian.max_iters': no key 'trian' in the config; did you mean 'train'? "
+                               "(use +trian.max_iters=... to add a new key)"),
+    ("train.max_iters.x", True, "override 'train.max_iters.x': train.max_iters is a value, not a section"),
+])
+def test_an_override_of_a_missing_key_or_index_is_refused_naming_it(key, adds, message):
+    from framework.config.loading import apply_override
+
+    cfg = {"hooks": [{"type": "A"}, {"type": "B"}], "seed": 0, "train": {"max_iters": 10}}
+    with pytest.raises(ConfigError, match=f"^{re.escape(message)}$"):
+        apply_override(cfg, key, 1, adds=adds)
+    assert cfg == {"hooks": [{"type": "A"}, {"type": "B"}], "seed": 0, "train": {"max_iters": 10}}
+
+
+def test_the_last_list_index_and_the_first_are_indices():
+    from framework.config.loading import apply_override
+
+    cfg = {"hooks": ["a", "b"]}
+    apply_override(cfg, "hooks.0", "x")
+    apply_override(cfg, "hooks.1", "y")
+    assert cfg == {"hooks": ["x", "y"]}
+
+
+def test_every_cross_key_mistake_is_one_line_naming_the_file(configs):
+    _, child = configs
+    with pytest.raises(ConfigError) as err:
+        load_config(child, ["train.max_iters=null", "optimizers={main: {type: SGD, lr: 0.1}}"])
+    assert str(err.value).splitlines() == [
+        f"{child}: train.max_iters: missing (set train.max_iters or train.max_epochs)",
+        f"{child}: optim/optimizers: give either 'optim' (one optimizer) or 'optimizers' (by name), not both"]
+    with pytest.raises(ConfigError, match=f"^{re.escape(str(child))}: train.max_iters \\(100\\) and train.max_epochs "
+                                          "\\(3\\) are both set: give one \\(null the other\\)$"):
+        load_config(child, ["train.max_epochs=3"])
+    cfg = load_config(child, ["train.max_iters=null", "train.max_epochs=3", "optim=null",
+                              "optimizers={main: {type: SGD, lr: 0.1}}"])
+    assert cfg.train.max_epochs == 3 and cfg.optim is None and cfg.optimizers.main.lr == 0.1
+
+
+def test_load_from_as_a_mapping_is_checked(configs):
+    _, child = configs
+    cfg = load_config(child, ["load_from={checkpoint: x.pth, min_loaded_ratio: 1}"])
+    assert cfg.load_from.checkpoint == "x.pth" and cfg.load_from.min_loaded_ratio == 1
+    with pytest.raises(ConfigError) as err:
+        load_config(child, ["load_from={checkpont: x.pth}"])
+    assert str(err.value).splitlines() == [f"{child}: load_from.checkpoint: missing (required)",
+                                           f"{child}: unknown key 'load_from.checkpont'; did you mean 'checkpoint'?"]
+
+
+def test_an_interpolation_error_is_one_line_naming_the_file(configs):
+    tmp, _ = configs
+    bad = write(tmp / "bad_interpolation.yaml", "_base_: [child.yaml]\nseed: ${nope}\n")
+    with pytest.raises(ConfigError, match=f"^{re.escape(str(bad))}: Interpolation key 'nope' not found$"):
+        load_config(bad)
+
+
+def test_the_loaded_config_holds_plain_values_only_and_reports_replaced_nodes(configs):
+    tmp, _ = configs
+    path = write(tmp / "deeplab.yaml", "_base_: [child.yaml]\ntask: {model: {type: DeepLabV3, num_classes: 4}}\n")
+    notes = []
+    cfg = load_config(path, notes=notes)
+    assert notes == ["task.model: type UNet -> DeepLabV3 replaces the base's node; dropped its keys depth, norm "
+                     "(set them again if still wanted)"]
+    with pytest.raises(Exception, match="object"):  # omegaconf's UnsupportedValueType: no arbitrary objects
+        cfg.seed = object()
+
+
+def test_save_config_resolves_and_writes_atomically(tmp_path):
+    from omegaconf import OmegaConf
+
+    cfg = OmegaConf.create({"a": 2, "b": "${a}", "name": "café"})
+    save_config(cfg, tmp_path / "out" / "config.yaml")
+    assert (tmp_path / "out/config.yaml").read_bytes().decode("utf-8") == "a: 2\nb: 2\nname: café\n"
+    assert os.listdir(tmp_path / "out") == ["config.yaml"]
+
+
+def test_the_default_work_dir_is_named_after_the_config():
+    from framework.config.loading import default_work_dir
+
+    assert default_work_dir("configs/segmentation/unet_shapes.yaml") == os.path.join("work_dirs", "unet_shapes")

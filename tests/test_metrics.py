@@ -1,11 +1,15 @@
 import math
+from types import SimpleNamespace
 
 import pytest
 import torch
 from torchmetrics.classification import MulticlassAccuracy, MulticlassJaccardIndex
 
-from framework.metrics import Metric, SegmentationMetrics
+from framework.errors import ConfigError
+from framework.metrics import Metric, SegmentationMetrics, json_safe, summary_values
+from framework.metrics.base import fit_metrics_to_dataset, known_result_names
 from framework.registry import METRICS
+from framework.visualization.heatmap import heatmap
 
 NUM_CLASSES = 5
 IGNORE = 255
@@ -132,3 +136,123 @@ def test_registry_builds_segmentation_metrics():
 def test_class_names_length_must_match():
     with pytest.raises(ValueError, match=r"1 class_names for num_classes=2"):
         SegmentationMetrics(2, class_names=["bg"])
+
+
+def test_fewer_than_one_class_is_refused_and_one_class_is_a_metric():
+    with pytest.raises(ValueError, match=r"^num_classes must be >= 1, got 0$"):
+        SegmentationMetrics(0)
+    values = accumulate(SegmentationMetrics(1), [(torch.zeros(1, 2, 2, dtype=torch.int64),) * 2]).compute()
+    assert values == {"mIoU": 1.0, "mAcc": 1.0, "aAcc": 1.0, "IoU.0": 1.0, "Acc.0": 1.0}
+
+
+def test_a_class_with_one_ground_truth_pixel_has_its_recall():
+    # Class 1 has exactly one target pixel (found), class 2 one (missed): Acc 1 and 0, not NaN.
+    target = torch.tensor([[[0, 0, 1, 2]]])
+    pred = torch.tensor([[[0, 0, 1, 0]]])
+    values = accumulate(SegmentationMetrics(3), [(pred, target)]).compute()
+    assert (values["Acc.0"], values["Acc.1"], values["Acc.2"]) == (1.0, 1.0, 0.0)
+    assert values["mAcc"] == pytest.approx(2 / 3)
+    assert (values["IoU.0"], values["IoU.1"], values["IoU.2"]) == (pytest.approx(2 / 3), 1.0, 0.0)
+
+
+def test_counts_stay_exact_past_float32_precision():
+    # Pixel counts are int64: in float32, 2**24 + 1 rounds to 2**24 (one 1024 x 2048 image
+    # has 2**21 pixels, so a validation set reaches this).
+    metric = accumulate(SegmentationMetrics(2), [(torch.zeros(1, 1, 1, dtype=torch.int64),) * 2])
+    metric.sync(lambda tensor: tensor.add_(2**24))  # as if other ranks had counted 2**24 more in each cell
+    assert metric.confusion.dtype == torch.int64
+    assert metric.confusion.tolist() == [[2**24 + 1, 2**24], [2**24, 2**24]]
+
+
+def test_pred_and_target_of_other_shapes_are_named():
+    with pytest.raises(ValueError, match=r"^pred \(1, 2, 2\) and target \(1, 2, 3\) differ in shape$"):
+        SegmentationMetrics(3).update({"pred": torch.zeros(1, 2, 2, dtype=torch.int64),
+                                       "target": torch.zeros(1, 2, 3, dtype=torch.int64)})
+
+
+def test_result_names_are_the_keys_compute_returns_in_order():
+    metric = accumulate(SegmentationMetrics(NUM_CLASSES, class_names=list("abcde")), random_batches(1))
+    assert metric.result_names() == list(metric.compute()) == [
+        "mIoU", "mAcc", "aAcc", "IoU.a", "IoU.b", "IoU.c", "IoU.d", "IoU.e", "Acc.a", "Acc.b", "Acc.c", "Acc.d", "Acc.e"]
+
+
+def test_confusion_image_is_each_ground_truth_row_normalised():
+    # class 0: 3 pixels, 2 right, 1 as class 1; class 1: 1 pixel, right; class 2: no pixel (row of zeros).
+    target = torch.tensor([[[0, 0, 0, 1]]])
+    pred = torch.tensor([[[0, 1, 0, 1]]])
+    images = accumulate(SegmentationMetrics(3), [(pred, target)]).images()
+    rows = torch.tensor([[2 / 3, 1 / 3, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 0.0]])
+    assert list(images) == ["confusion_matrix"]
+    assert torch.allclose(images["confusion_matrix"], heatmap(rows), atol=1e-6)
+
+
+class Named:
+    def __init__(self, *names):
+        self.class_names = names
+
+
+def test_dataset_class_names_are_adopted_when_none_were_given():
+    metric = SegmentationMetrics(2)
+    metric.use_dataset(Named("bg", 1), "metrics[0]", "data.val.dataset")
+    assert metric.class_names == ["bg", "1"]
+    metric.use_dataset(SimpleNamespace(), "metrics[0]", "data.val.dataset")  # a dataset without names: kept
+    assert metric.class_names == ["bg", "1"]
+    same = SegmentationMetrics(2, class_names=["bg", "fg"])
+    same.use_dataset(Named("bg", "fg"), "metrics[0]", "data.val.dataset")
+    assert same.class_names == ["bg", "fg"]
+
+
+def test_dataset_of_another_number_of_classes_or_other_names_is_one_clear_error():
+    with pytest.raises(ConfigError, match=r"^metrics\[0\]\.num_classes: 2, but data\.val\.dataset has 3 classes \(a, b, c\)$"):
+        SegmentationMetrics(2).use_dataset(Named("a", "b", "c"), "metrics[0]", "data.val.dataset")
+    with pytest.raises(ConfigError, match=r"^metrics\[1\]\.class_names: \[bg, fg\] differ from data\.val\.dataset's "
+                                          r"classes \[bg, cat\]; leave them out to use the dataset's$"):
+        SegmentationMetrics(2, class_names=["bg", "fg"]).use_dataset(Named("bg", "cat"), "metrics[1]", "data.val.dataset")
+
+
+def test_every_reset_starts_from_zero():
+    # The default is copied on reset: states are updated in place, so sharing it would carry
+    # the first evaluation's counts into the third.
+    metric = SegmentationMetrics(NUM_CLASSES)
+    for _ in range(3):
+        metric.reset()
+        assert metric.confusion.sum() == 0
+        accumulate(metric, random_batches(1))
+
+
+def test_summary_values_leave_out_per_class_ones_and_json_safe_turns_nan_into_none():
+    values = {"mIoU": 0.5, "aAcc": 0.75, "IoU.cat": float("nan"), "Acc.cat": 1.0, "count": 3}
+    assert summary_values(values) == {"mIoU": 0.5, "aAcc": 0.75, "count": 3}
+    assert json_safe(values) == {"mIoU": 0.5, "aAcc": 0.75, "IoU.cat": None, "Acc.cat": 1.0, "count": 3}
+
+
+class Unnamed(Metric):
+    """A metric that cannot say its keys before an evaluation."""
+
+    def update(self, outputs):
+        pass
+
+    def compute(self):
+        return {}
+
+
+def test_known_result_names_are_every_metrics_names_in_order_or_none():
+    first, second = SegmentationMetrics(1, class_names=["a"]), SegmentationMetrics(1, class_names=["b"])
+    assert known_result_names([first, second]) == ["mIoU", "mAcc", "aAcc", "IoU.a", "Acc.a",
+                                                   "mIoU", "mAcc", "aAcc", "IoU.b", "Acc.b"]
+    assert known_result_names([first, Unnamed(), second]) is None
+    assert known_result_names([]) == []
+
+
+def test_every_metric_is_fitted_to_the_dataset_with_its_own_path():
+    seen = []
+
+    class Recording(Unnamed):
+        def use_dataset(self, dataset, path, dataset_path):
+            seen.append((dataset, path, dataset_path))
+
+    dataset = Named("bg", "fg")
+    segmentation = SegmentationMetrics(2)
+    fit_metrics_to_dataset([Recording(), segmentation, object(), Recording()], dataset, "data.val.dataset")
+    assert seen == [(dataset, "metrics[0]", "data.val.dataset"), (dataset, "metrics[3]", "data.val.dataset")]
+    assert segmentation.class_names == ["bg", "fg"]

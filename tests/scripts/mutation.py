@@ -33,12 +33,15 @@ MODULES: dict[str, tuple[str, list[str]]] = {
         "-k", "not quickstart and not float16_scale_backs_off and not tool and not rank and not raise_stops "
               "and not skip_skips and not too_many"]),
     "optim.schedulers": ("framework/optim/schedulers.py", ["tests/test_schedulers.py", "tests/test_optim.py"]),
-    "checkpoint.files": ("framework/checkpoint/files.py", ["tests/test_checkpoints.py"]),
-    "engine.resume": ("framework/engine/resume.py", ["tests/test_resume.py"]),
+    # (test_checkpoints.py's killed-mid-write test forks a writer that did not get halfway in 60 s
+    # under mutmut on the shared machine, which stops mutmut's stats run: left out)
+    "checkpoint.files": ("framework/checkpoint/files.py", ["tests/test_checkpoint_files.py"]),
+    "engine.resume": ("framework/engine/resume.py", ["tests/test_resume_choice.py"]),  # test_resume.py trains
     "engine.random_state": ("framework/engine/random_state.py", ["tests/test_random_state.py"]),
     "engine.workdir": ("framework/engine/workdir.py", ["tests/test_workdir_lock.py", "tests/test_workdir.py",
                                                        "-k", "workdir_lock or another_user"]),
-    "checkpoint.partial_load": ("framework/checkpoint/partial_load.py", ["tests/test_checkpoints.py"]),
+    "checkpoint.partial_load": ("framework/checkpoint/partial_load.py", [
+        "tests/test_partial_load.py", "tests/test_pretrained.py", "-k", "not training_run and not resnet50 and not frozen"]),
     "data.cache": ("framework/data/cache.py", ["tests/test_data_cache.py"]),
     "metrics.segmentation": ("framework/metrics/segmentation.py", ["tests/test_metrics.py"]),
     "metrics.base": ("framework/metrics/base.py", ["tests/test_metrics.py"]),

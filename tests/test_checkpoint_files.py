@@ -1,0 +1,278 @@
+"""framework/checkpoint/files.py called directly (no training run): atomic writes and their
+failures, the refusals of read_weights_file with their messages, `latest`, the choice of the
+checkpoint to resume from and retention. Written against the survivors of
+`python tests/scripts/mutation.py checkpoint.files`; tests/test_checkpoints.py covers the same
+through real runs."""
+
+import errno
+import io
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import save_file
+
+from framework.checkpoint import files as ckpt
+from framework.errors import CheckpointError
+
+ENOSPC = os.strerror(errno.ENOSPC)
+
+
+def exactly(text):
+    return f"^{re.escape(text)}$"
+
+
+NOT_A_CHECKPOINT = b"not a checkpoint\n"  # torch.load: an UnpicklingError, so the message has no detail
+
+
+def training_state(iteration):
+    return {"meta": {"iter": iteration}, "task": {"w": torch.full((2,), float(iteration))}, "optim": {}, "rng": {}}
+
+
+def checkpoints(folder, *iterations, latest=None):
+    for it in iterations:
+        ckpt.save_checkpoint(training_state(it), folder / f"iter_{it}.pth")
+    if latest is not None:
+        ckpt.write_latest(folder, latest)
+    return folder
+
+
+# ----------------------------------------------------------------------------- writing
+
+
+def test_atomic_write_creates_the_folder_and_leaves_only_the_final_file(tmp_path):
+    path = tmp_path / "new" / "file.bin"
+    ckpt.atomic_write_bytes(path, lambda f: f.write(b"abc"))
+    assert path.read_bytes() == b"abc" and os.listdir(path.parent) == ["file.bin"]
+
+
+def test_a_failed_write_keeps_the_previous_file_and_removes_the_temp_file(tmp_path):
+    path = tmp_path / "file.bin"
+    path.write_bytes(b"old")
+
+    def fails(f):
+        f.write(b"half")
+        raise ValueError("stopped")
+
+    with pytest.raises(ValueError, match="stopped"):
+        ckpt.atomic_write_bytes(path, fails)
+    assert path.read_bytes() == b"old" and os.listdir(tmp_path) == ["file.bin"]
+
+
+class FullDisk(io.FileIO):
+    """A file on a disk with `room` bytes left (class attribute): a write past it fails with ENOSPC."""
+
+    room = 0
+
+    def write(self, data):
+        if self.tell() + len(data) > self.room:
+            raise OSError(errno.ENOSPC, ENOSPC)
+        return super().write(data)
+
+
+@pytest.mark.parametrize("room", [0, 16 << 10], ids=["full_before_the_write", "full_during_the_write"])
+def test_a_full_disk_is_an_oserror_naming_the_checkpoint(tmp_path, monkeypatch, room):
+    # Part-way through, torch's zip writer turns the ENOSPC into a RuntimeError about file
+    # positions; the error must still be the disk's, naming the file.
+    path = tmp_path / "iter_4.pth"
+    ckpt.save_checkpoint(training_state(2), path)
+    monkeypatch.setattr(FullDisk, "room", room)
+    monkeypatch.setattr(ckpt, "open", FullDisk, raising=False)  # files.py's open(tmp, "wb")
+    with pytest.raises(OSError) as err:
+        ckpt.save_checkpoint({"w": torch.zeros(64 << 10)}, path)  # 256 KiB
+    assert (err.value.errno, err.value.strerror, err.value.filename) == (errno.ENOSPC, ENOSPC, str(path))
+    assert str(err.value) == f"[Errno {errno.ENOSPC}] {ENOSPC}: '{path}'"
+    monkeypatch.undo()
+    assert os.listdir(tmp_path) == ["iter_4.pth"] and ckpt.load_checkpoint(path)["meta"] == {"iter": 2}
+
+
+def test_an_error_of_torch_save_itself_is_not_taken_for_a_disk_error(tmp_path, monkeypatch):
+    def broken_save(state, f):
+        raise RuntimeError("not about the file")
+
+    monkeypatch.setattr(torch, "save", broken_save)
+    with pytest.raises(RuntimeError, match="^not about the file$"):
+        ckpt.save_checkpoint({}, tmp_path / "iter_1.pth")
+
+
+def test_stale_temp_files_of_dead_writers_are_removed(tmp_path):
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead_pid = int(dead.stdout)  # exited: no process has this id now (ids are not reused this fast)
+    names = [f".iter_2.pth.tmp-{dead_pid}", f".iter_4.pth.tmp-{os.getpid()}", f".iter_6.pth.tmp-{os.getppid()}",
+             "iter_2.pth", f"iter_8.pth.tmp-{dead_pid}"]
+    for name in names:
+        (tmp_path / name).write_bytes(b"")
+    assert ckpt.remove_stale_temp_files(tmp_path) == [tmp_path / names[0]]
+    assert sorted(os.listdir(tmp_path)) == sorted(names[1:])
+    assert ckpt.remove_stale_temp_files(tmp_path / "missing") == []
+
+
+def test_a_process_of_another_user_counts_as_alive(monkeypatch):
+    def refused(pid, signal):
+        raise PermissionError(errno.EPERM, "Operation not permitted")
+
+    monkeypatch.setattr(os, "kill", refused)
+    assert ckpt.process_alive(1)
+
+
+# ----------------------------------------------------------------------------- reading
+
+
+def test_unreadable_files_are_one_line_naming_them(tmp_path):
+    with pytest.raises(CheckpointError, match=exactly(
+            f"{tmp_path} is a directory, not a checkpoint file (a run's checkpoints are "
+            "<work_dir>/checkpoints/iter_<N>.pth; --resume alone takes the latest)")):
+        ckpt.read_weights_file(tmp_path)
+    with pytest.raises(CheckpointError, match=exactly(f"checkpoint not found: {tmp_path / 'none.pth'}")):
+        ckpt.read_weights_file(tmp_path / "none.pth")
+    text = tmp_path / "notes.pth"
+    text.write_bytes(NOT_A_CHECKPOINT)
+    with pytest.raises(CheckpointError, match=exactly(
+            f"cannot load {text}: not a PyTorch checkpoint, or a corrupt or truncated one")):
+        ckpt.read_weights_file(text)
+    tensor = tmp_path / "tensor.pth"
+    torch.save(torch.ones(2), tensor)
+    with pytest.raises(CheckpointError, match=exactly(f"{tensor} holds a Tensor, expected a dict")):
+        ckpt.read_weights_file(tensor)
+
+
+def test_a_truncated_checkpoint_names_the_error_type_in_at_most_400_characters(tmp_path):
+    folder = tmp_path / ("d" * 220)  # the message up to "(" fits in 400 characters, the detail does not
+    folder.mkdir()
+    path = folder / "iter_2.pth"
+    ckpt.save_checkpoint(training_state(2), path)
+    path.write_bytes(path.read_bytes()[:200])
+    with pytest.raises(CheckpointError) as err:
+        ckpt.read_weights_file(path)
+    message = str(err.value)
+    assert message.startswith(f"cannot load {path}: not a PyTorch checkpoint, or a corrupt or truncated one (")
+    assert len(message) == 400
+    short = tmp_path / "iter_4.pth"
+    short.write_bytes(path.read_bytes())
+    with pytest.raises(CheckpointError) as err:
+        ckpt.read_weights_file(short)
+    assert str(err.value).startswith(f"cannot load {short}: not a PyTorch checkpoint, or a corrupt or truncated one "
+                                     "(RuntimeError: ")  # torch's first line follows (a zip reader's error)
+
+
+def test_safetensors_are_read_and_a_damaged_one_is_named(tmp_path):
+    path = tmp_path / "w.safetensors"
+    save_file({"w": torch.ones(3)}, path)
+    assert torch.equal(ckpt.read_weights_file(path)["w"], torch.ones(3))
+    path.write_bytes(path.read_bytes()[:20])
+    with pytest.raises(CheckpointError, match=f"^cannot load {re.escape(str(path))}: .+"):
+        ckpt.read_weights_file(path)
+
+
+def test_a_weights_file_is_not_a_training_checkpoint(tmp_path):
+    path = tmp_path / "weights.pth"
+    torch.save({"meta": {}, "task": {}}, path)
+    with pytest.raises(CheckpointError, match=exactly(
+            f"{path} is not a training checkpoint of this framework (it has no optim, rng); use load_from for weights")):
+        ckpt.load_checkpoint(path)
+
+
+def test_task_weights_of_another_config_are_one_line(tmp_path):
+    task = torch.nn.Linear(2, 3)
+    with pytest.raises(CheckpointError) as err:
+        ckpt.load_task_weights(task, {"task": torch.nn.Linear(2, 4).state_dict()}, "iter_2.pth")
+    message = str(err.value)
+    assert message.startswith("iter_2.pth does not fit this config's task: Error(s) in loading state_dict for Linear: "
+                              "size mismatch for weight: copying a param with shape torch.Size([4, 2])")
+    assert "\n" not in message and "  " not in message and len(message) <= len("iter_2.pth does not fit this config's task: ") + 300
+    with pytest.raises(CheckpointError, match=r"^iter_2.pth does not fit this config's task: 'task'$"):
+        ckpt.load_task_weights(task, {}, "iter_2.pth")
+    ckpt.load_task_weights(task, {"task": {"weight": torch.ones(3, 2), "bias": torch.zeros(3)}}, "iter_2.pth")
+    assert torch.equal(task.weight.detach(), torch.ones(3, 2))
+
+
+# ----------------------------------------------------------------------------- latest, resume, retention
+
+
+def test_iteration_checkpoints_in_numeric_order_and_nothing_else(tmp_path):
+    for name in ["iter_10.pth", "iter_9.pth", "best.pth", "iter_2.pth.tmp", "latest", ".iter_3.pth.tmp-1", "iter_x.pth"]:
+        (tmp_path / name).write_bytes(b"")
+    assert [p.name for p in ckpt.iteration_checkpoints(tmp_path)] == ["iter_9.pth", "iter_10.pth"]
+    assert ckpt.iteration_checkpoints(tmp_path / "missing") == []
+
+
+@pytest.mark.parametrize("content", [b"", b"best.pth", b"\xff\xfe", b"iter_2.pth; rm -rf"])
+def test_a_damaged_latest_is_ignored_with_a_warning(tmp_path, framework_log, content):
+    (tmp_path / "latest").write_bytes(content)
+    assert ckpt.read_latest(tmp_path) is None
+    assert framework_log.messages == [
+        f"warning: {tmp_path / 'latest'} does not name a checkpoint (iter_<N>.pth); ignoring it"]
+
+
+def test_latest_is_read_back_and_comes_first(tmp_path):
+    checkpoints(tmp_path, 2, 4, 6, latest="iter_4.pth")
+    assert (tmp_path / "latest").read_bytes() == b"iter_4.pth"
+    assert ckpt.read_latest(tmp_path) == tmp_path / "iter_4.pth"
+    (tmp_path / "latest").write_bytes(b"iter_4.pth\n")  # written by hand
+    assert [p.name for p in ckpt.resume_candidates(tmp_path)] == ["iter_4.pth", "iter_6.pth", "iter_2.pth"]
+    assert ckpt.read_latest(tmp_path / "missing") is None
+
+
+def test_the_latest_readable_checkpoint_is_resumed_skipping_damaged_ones(tmp_path, framework_log):
+    checkpoints(tmp_path, 2, 4, 6, latest="iter_6.pth")
+    (tmp_path / "iter_6.pth").write_bytes(NOT_A_CHECKPOINT)
+    path, state = ckpt.load_latest_checkpoint(tmp_path)
+    assert path == tmp_path / "iter_4.pth" and state["meta"] == {"iter": 4}
+    assert framework_log.messages == [
+        f"warning: skipping unreadable checkpoint: cannot load {tmp_path / 'iter_6.pth'}: not a PyTorch checkpoint, "
+        "or a corrupt or truncated one; trying iter_4.pth"]
+
+
+def test_no_readable_checkpoint_is_an_error_and_none_at_all_is_none(tmp_path, framework_log):
+    assert ckpt.load_latest_checkpoint(tmp_path) is None
+    for it in (2, 4):
+        (tmp_path / f"iter_{it}.pth").write_bytes(NOT_A_CHECKPOINT)
+    with pytest.raises(CheckpointError, match=exactly(f"no readable checkpoint in {tmp_path} (tried iter_4.pth, iter_2.pth)")):
+        ckpt.load_latest_checkpoint(tmp_path)
+    assert [m.rsplit("; ", 1)[1] for m in framework_log.messages] == ["trying iter_2.pth", "no older one left"]
+
+
+class TouchesFile:
+    """Unpickling this creates a file (Path.touch): a harmless stand-in for code run by a pickle."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def __reduce__(self):
+        return Path.touch, (self.path,)
+
+
+def test_a_pickled_object_is_refused_and_never_unpickled(tmp_path):
+    marker = tmp_path / "created_by_unpickling"
+    path = tmp_path / "evil.pth"
+    torch.save({"w": torch.ones(1), "x": TouchesFile(marker)}, path)
+    with pytest.raises(ckpt.UnsafeCheckpointError, match=exactly(
+            f"refused to load {path}: it holds pickled objects (__builtin__.getattr, pathlib.Path, pathlib.PosixPath) "
+            "besides tensors and plain containers, and unpickling them could run code; re-save it as a state dict of tensors")):
+        ckpt.read_weights_file(path)
+    assert not marker.exists()
+
+
+def test_a_refused_checkpoint_stops_the_search(tmp_path):
+    checkpoints(tmp_path, 2)
+    with open(tmp_path / "iter_4.pth", "wb") as f:
+        f.write(b"\x80\x02cos\nsystem\nq\x00.")  # a pickle naming os.system
+    with pytest.raises(ckpt.UnsafeCheckpointError, match=f"^refused to load {re.escape(str(tmp_path / 'iter_4.pth'))}"):
+        ckpt.load_latest_checkpoint(tmp_path)
+
+
+def test_retention_keeps_the_newest_and_deletes_an_abandoned_trajectory_first(tmp_path):
+    for name in ["iter_2.pth", "iter_4.pth", "iter_6.pth", "iter_8.pth", "best.pth"]:
+        (tmp_path / name).write_bytes(b"")
+    ckpt.prune(tmp_path, 0)
+    assert len(os.listdir(tmp_path)) == 5
+    # resumed from iter_4 and now at iteration 5: iter_6 and iter_8 are the abandoned run's
+    (tmp_path / "iter_5.pth").write_bytes(b"")
+    ckpt.prune(tmp_path, 2, current_iter=5)
+    assert sorted(os.listdir(tmp_path)) == ["best.pth", "iter_4.pth", "iter_5.pth"]
+    ckpt.prune(tmp_path, 1)
+    assert sorted(os.listdir(tmp_path)) == ["best.pth", "iter_5.pth"]
