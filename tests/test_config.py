@@ -278,3 +278,84 @@ def test_the_default_work_dir_is_named_after_the_config():
     from framework.config.loading import default_work_dir
 
     assert default_work_dir("configs/segmentation/unet_shapes.yaml") == os.path.join("work_dirs", "unet_shapes")
+
+
+def test_the_plus_sign_is_stripped_and_nothing_else():
+    from framework.config.loading import parse_override
+
+    assert parse_override("+XX.a=1") == ("XX.a", 1, True)
+    assert parse_override("++a=1") == ("a", 1, True)
+
+
+def test_an_override_adds_a_key_only_when_asked():
+    from framework.config.loading import apply_override
+
+    cfg = {"train": {"max_iters": 10}}
+    with pytest.raises(ConfigError, match=re.escape("override 'train.extra': no key 'train.extra' in the config")):
+        apply_override(cfg, "train.extra", 1)  # adds defaults to False
+    assert cfg == {"train": {"max_iters": 10}}
+
+
+def test_the_resolved_config_is_exactly_the_defaults_the_files_and_the_overrides(configs):
+    import copy
+
+    from omegaconf import OmegaConf
+
+    from framework.config.schema import DEFAULTS
+
+    _, child = configs
+    expected = copy.deepcopy(DEFAULTS)
+    expected.update(
+        seed=7, load_from={"checkpoint": "x.pth", "min_loaded_ratio": 1},
+        task={"type": "SegmentationTask", "num_classes": 4,
+              "model": {"type": "UNet", "num_classes": 4, "depth": 4, "norm": "bn"}},
+        optim={"type": "SGD", "lr": 0.1},
+        data={"train": {"batch_size": 2, "dataset": {"type": "SyntheticShapes"}}})
+    expected["train"].update(max_iters=10000, log_interval=5)
+    cfg = load_config(child, ["load_from={checkpoint: x.pth, min_loaded_ratio: 1}", "train.max_iters=1e4"])
+    assert OmegaConf.to_container(cfg) == expected
+
+
+def test_overriding_a_default_leaves_the_defaults_alone(configs):
+    import copy
+
+    from framework.config.schema import DEFAULTS
+
+    _, child = configs
+    before = copy.deepcopy(DEFAULTS)
+    cfg = load_config(child, ["amp.enabled=true", "dist.timeout=60", "loggers.0=csv"])
+    assert cfg.amp.enabled is True and cfg.dist.timeout == 60 and list(cfg.loggers) == ["csv"]
+    assert DEFAULTS == before
+    cfg = load_config(child)
+    assert cfg.amp.enabled is False and cfg.dist.timeout == 1800 and list(cfg.loggers) == ["tensorboard"]
+
+
+def test_a_train_section_that_is_not_a_mapping_is_reported_not_a_crash(configs):
+    _, child = configs
+    with pytest.raises(ConfigError) as err:
+        load_config(child, ["train=null"])
+    assert str(err.value).splitlines() == [
+        f"{child}: train: expected a mapping, got None",
+        f"{child}: train.max_iters: missing (set train.max_iters or train.max_epochs)"]
+
+
+def test_save_config_makes_missing_folders_and_overwrites(tmp_path):
+    from omegaconf import OmegaConf
+
+    target = tmp_path / "a" / "b" / "config.yaml"  # two missing levels
+    save_config(OmegaConf.create({"a": 1}), target)
+    save_config(OmegaConf.create({"a": 2}), target)  # the folder exists now
+    assert target.read_text() == "a: 2\n"
+    assert os.listdir(target.parent) == ["config.yaml"]
+
+
+def test_save_config_writes_utf8_whatever_the_locale(tmp_path, monkeypatch):
+    import io
+
+    from omegaconf import OmegaConf
+
+    # a latin-1 locale, as far as open() without an encoding is concerned (pathlib asks io.text_encoding)
+    real = io.text_encoding
+    monkeypatch.setattr(io, "text_encoding", lambda encoding, *a: "latin-1" if encoding is None else real(encoding))
+    save_config(OmegaConf.create({"name": "café"}), tmp_path / "config.yaml")
+    assert (tmp_path / "config.yaml").read_bytes() == b"name: caf\xc3\xa9\n"  # é in UTF-8
