@@ -135,6 +135,16 @@ def _first_line(err: BaseException) -> str:
     return text.splitlines()[0] if text else type(err).__name__
 
 
+def _whole_sentences(text: str, limit: int = 200) -> str:
+    """`text` cut to at most `limit` characters after its last whole sentence that fits (torch's
+    first line about a damaged zip archive is 337 characters, its first sentence says it all),
+    or cut with "..." where no sentence ends in time."""
+    if len(text) <= limit:
+        return text
+    end = text.rfind(". ", 0, limit)
+    return text[:end + 1] if end > 0 else text[:limit - 3] + "..."
+
+
 def read_weights_file(path: str | os.PathLike) -> dict:
     """Everything in a `.pth`/`.pt`/`.safetensors` file, on the CPU, without running code from it."""
     path = Path(path)
@@ -158,14 +168,16 @@ def read_weights_file(path: str | os.PathLike) -> dict:
     except Exception as err:  # noqa: BLE001 - every failure becomes one clear message
         unsafe = unsafe_globals(path)  # read from the file's pickles, not from torch's message
         if unsafe:  # a real pickle of some class: the weights-only loader refused to import it
+            named = ", ".join(unsafe[:3]) + (f" and {len(unsafe) - 3} more" if len(unsafe) > 3 else "")
             raise UnsafeCheckpointError(
-                f"refused to load {path}: it holds pickled objects ({', '.join(unsafe[:3])}) besides tensors and "
+                f"refused to load {path}: it holds pickled objects ({named}) besides tensors and "
                 "plain containers, and unpickling them could run code; re-save it as a state dict of tensors"
             ) from err
         # Anything else (random bytes, a truncated archive, a text file) is not a readable checkpoint.
-        detail = "" if isinstance(err, pickle.UnpicklingError) else f" ({type(err).__name__}: {_first_line(err)})"
+        detail = ("" if isinstance(err, pickle.UnpicklingError)
+                  else f" ({type(err).__name__}: {_whole_sentences(_first_line(err))})")
         raise CheckpointError(f"cannot load {path}: not a PyTorch checkpoint, or a corrupt or truncated "
-                              f"one{detail}"[:400]) from err
+                              f"one{detail}") from err
     if not isinstance(state, dict):
         raise CheckpointError(f"{path} holds a {type(state).__name__}, expected a dict")
     return state
