@@ -1,6 +1,10 @@
-"""Session fixtures: one tiny model of each kind, trained once and shared by the tool tests."""
+"""Session fixtures: one tiny model of each kind, trained once and shared by the tool tests; and,
+under mutmut only, the config schema rebuilt per test (`_schema_built_by_the_mutant`)."""
 
+import importlib
 import logging
+import os
+import sys
 
 import pytest
 
@@ -77,3 +81,42 @@ def framework_log(caplog):
     yield caplog
     logger.removeHandler(caplog.handler)
     logger.propagate = propagate
+
+
+@pytest.fixture(autouse=True)
+def _schema_built_by_the_mutant():
+    """Under mutmut's run of framework/config/rules.py only: the config schema rebuilt before each
+    test, so that its rules were made by the mutated constructors.
+
+    `SCHEMA` (framework/config/schema.py) is built at import by `integer(...)`, `section(...)`...
+    mutmut 3 imports it in its parent process and switches a mutant on (MUTANT_UNDER_TEST, read
+    at each call) only in the forked worker, so without this no mutant of a constructor would run.
+    schema.py is reloaded (the constructors run again, now the mutant's) and every module that
+    imported one of its objects (`from framework.config.schema import SCHEMA`: loading.py, the
+    tests) gets the new one. Per test, so that mutmut's stats pass links every test to the
+    constructors. Nothing happens outside mutmut, or when rules.py is not the mutated module.
+    """
+    if os.environ.get("MUTANT_UNDER_TEST") and _rules_are_mutated():
+        _rebuild_schema()
+    yield
+
+
+def _rules_are_mutated() -> bool:
+    from framework.config import rules
+    return hasattr(rules, "x_integer__mutmut_orig")  # mutmut 3's copy of the original function
+
+
+def _rebuild_schema() -> None:
+    from framework.config import schema
+    old = dict(vars(schema))
+    importlib.reload(schema)
+    new = {id(value): vars(schema)[name] for name, value in old.items()
+           if not name.startswith("__") and vars(schema).get(name) is not value}
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    for module in list(sys.modules.values()):
+        if module is schema or not (getattr(module, "__file__", None) or "").startswith(root):
+            continue
+        namespace = vars(module)
+        for name, value in list(namespace.items()):
+            if id(value) in new:  # `old` keeps the old objects alive: their ids are theirs alone
+                namespace[name] = new[id(value)]
