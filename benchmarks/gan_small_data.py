@@ -2,7 +2,8 @@
 
 Each variant trains projects/dcgan/configs/dcgan_small_data.yaml (hinge loss, D without
 batch norm) on the same 300 shapes images for the same number of iterations, once per seed,
-with DiffAugment on/off and spectral norm on/off; plus the plain DCGAN config
+with DiffAugment on/off (adaptive p as the config ships it, and always on: p=1) and spectral
+norm on/off; plus the plain DCGAN config
 (dcgan_shapes.yaml: vanilla loss, batch-norm D) on the same 300 images as a baseline. The
 EMA generator of each run draws `--samples` images, scored against as many held-out real
 images (other seed, never trained on) with:
@@ -14,7 +15,8 @@ images (other seed, never trained on) with:
   download, and the features see what the data is about (shape kinds and sizes); values are
   comparable only within this benchmark (not with Inception FIDs).
 
-Lower is better for all three. Results: one line per run and a mean +- std per variant,
+Lower is better for all three; the first line scores as many other real images the same way (the
+floor a perfect generator would reach). Results: one line per run and a mean +- std per variant,
 also written to <out>/results.json.
 
     python benchmarks/gan_small_data.py [--iters 3000] [--seeds 0 1 2] [--samples 1000] [--out /tmp/gan_small_data]
@@ -48,7 +50,8 @@ VARIANTS = {  # name: (config, overrides)
     "hinge": (SMALL, ["task.d_augment=null", "task.discriminator.spectral_norm=false"]),
     "hinge + SN": (SMALL, ["task.d_augment=null"]),
     "hinge + DiffAugment": (SMALL, ["task.discriminator.spectral_norm=false"]),
-    "hinge + SN + DiffAugment": (SMALL, []),
+    "hinge + SN + DiffAugment": (SMALL, []),  # adaptive p, as the config ships
+    "hinge + SN + DiffAugment p=1": (SMALL, ["task.d_augment.adaptive=false", "+task.d_augment.p=1.0"]),
 }
 
 
@@ -139,12 +142,16 @@ def main() -> None:
     parser.add_argument("--iters", type=int, default=3000)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--samples", type=int, default=1000)
-    parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
+    parser.add_argument("--variants", nargs="*", default=list(VARIANTS), choices=list(VARIANTS),
+                        help="none: only the real-images floor")
     parser.add_argument("--feature-steps", type=int, default=1500, help="training steps of the feature extractor")
     parser.add_argument("--out", type=Path, default=Path("/tmp/gan_small_data"))
     args = parser.parse_args()
     features = train_feature_extractor(args.feature_steps)
     real = real_images(args.samples, seed=4242)
+    # The floor: as many other real images (never trained on), scored as a generator's samples are.
+    floor = scores(real_images(args.samples, seed=4243), real, features)
+    print("real images (another seed)    " + "  ".join(f"{k} {v:.4f}" for k, v in floor.items()), flush=True)
     results = {}
     for name in args.variants:
         config, overrides = VARIANTS[name]
@@ -163,8 +170,8 @@ def main() -> None:
             summary.append(f"{key} {statistics.mean(values):.4f} +- {spread:.4f}")
         print(f"{name:28s} " + "  ".join(summary))
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "results.json").write_text(json.dumps({"iters": args.iters, "seeds": args.seeds, "results": results},
-                                                      indent=1))
+    (args.out / "results.json").write_text(json.dumps({"iters": args.iters, "seeds": args.seeds, "real_floor": floor,
+                                                       "results": results}, indent=1))
 
 
 if __name__ == "__main__":

@@ -128,7 +128,7 @@ def write_images(folder, sizes):
 
 
 def test_infer_writes_palette_masks_and_overlays_at_each_input_size(unet_run, tmp_path):
-    sizes = {"small.png": (37, 53), "photo.jpg": (70, 100), "large.png": (700, 1000)}
+    sizes = {"small.png": (37, 53), "photo.jpg": (70, 100), "large.png": (300, 420)}  # large: 6 x 8 tiles
     write_images(tmp_path / "in", sizes)
     out = tmp_path / "out"
     result = call_tool("infer", *unet_run.args(), "--input", tmp_path / "in", "--output", out,

@@ -45,7 +45,7 @@ DEFAULTS: dict[str, Any] = {
     "hooks": [],  # extra hooks: [{type: MyHook, ...}]
     "loggers": ["tensorboard"],  # where scalars/images/hparams go: tensorboard, csv, mlflow (names or nodes)
     "sync_bn": False,  # BatchNorm statistics over all processes (multi-process runs only)
-    "channels_last": False,  # NHWC memory format for the task's networks (faster convolutions)
+    "channels_last": False,  # NHWC memory format for the task's networks; auto: NHWC on AVX-512 CPUs and tensor-core GPUs (engine/precision.py)
     "malloc_tuning": True,  # glibc: keep freed host memory for the next step (framework/engine/malloc.py)
     "compile": False,  # torch.compile each trainable network: true, or {backend, mode, dynamic, fullgraph, options}
     "amp": {
@@ -98,7 +98,7 @@ SCHEMA = section({
     "auto_resume": one_of(True, False, "auto"),
     "task": node, "data": section({"train": optional(LOADER), "val": optional(LOADER), "test": optional(LOADER)}),
     "optim": optional(OPTIMIZER), "optimizers": optional(each(OPTIMIZER)),
-    "metrics": list_of(node), "hooks": list_of(node), "loggers": list_of(any_of(string, node)), "sync_bn": boolean, "channels_last": boolean, "malloc_tuning": boolean,
+    "metrics": list_of(node), "hooks": list_of(node), "loggers": list_of(any_of(string, node)), "sync_bn": boolean, "channels_last": one_of(True, False, "auto"), "malloc_tuning": boolean,
     "compile": any_of(boolean, mapping),
     "amp": section({"enabled": one_of(True, False, "auto"), "dtype": one_of("float16", "bfloat16")}),
     "dist": section({"backend": one_of("auto", "gloo", "nccl", "mpi"), "timeout": number(above=0),

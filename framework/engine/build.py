@@ -26,7 +26,7 @@ from framework.engine.hooks import CheckpointHook, EvalHook, HParamsHook, Logger
 from framework.engine.loggers import LoggerGroup, build_loggers
 from framework.engine.malloc import tune_malloc
 from framework.engine.nonfinite import NonFiniteGuard
-from framework.engine.precision import autocast_dtype
+from framework.engine.precision import autocast_dtype, describe_memory_format, use_channels_last
 from framework.engine.random_state import seed_everything
 from framework.engine.resume import checkpoint_to_resume, resume_trainer
 from framework.engine.trainer import Trainer
@@ -129,7 +129,10 @@ def build_networks(cfg: dict, device: torch.device, work_dir: str, load_pretrain
                               "(R1 or WGAN-GP) needs; set sync_bn: false or remove the penalty")
         for name, network in task.networks().items():
             setattr(task, name, convert_sync_batchnorm(network, device))
-    if cfg["channels_last"]:
+    channels_last = use_channels_last(cfg["channels_last"], device)
+    if cfg["channels_last"] == "auto":
+        logger.info(describe_memory_format(channels_last))
+    if channels_last:
         task.to(memory_format=torch.channels_last)  # 4-D weights (and the EMA copy) go NHWC
     compile_networks(task.networks(), cfg["compile"])  # in place, before DDP wraps them
     return task

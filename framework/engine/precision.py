@@ -1,4 +1,5 @@
-"""Which autocast dtype a run trains in: `amp: {enabled: true | false | auto, dtype: ...}`.
+"""Which autocast dtype a run trains in: `amp: {enabled: true | false | auto, dtype: ...}`; and,
+at the end, which memory format its networks use (`channels_last: true | false | auto`).
 
 `enabled: auto` picks bfloat16 where the hardware computes it natively and full precision
 elsewhere:
@@ -65,3 +66,43 @@ def describe(amp: dict, device: torch.device, dtype: torch.dtype | None) -> str:
         line += ("; this device computes bfloat16 natively: amp.enabled=auto (bf16 autocast) usually trains "
                  "faster (docs/performance.md)")
     return line
+
+
+# ----------------------------------------------------------------------------- memory format
+# Which memory format a run's networks use: `channels_last: true | false | auto`.
+#
+# Whether NHWC (channels_last) is faster depends on the network and the CPU, so the default stays
+# NCHW and a config says what was measured for its network. `auto` picks by the hardware:
+# - CUDA: NHWC on devices with tensor cores (compute capability 7.0 and newer), whose cuDNN
+#   convolutions are NHWC.
+# - CPU: NHWC with AVX-512 (flag `avx512f`), NCHW otherwise. That is right for DCGAN's networks
+#   (G+D step at batch 32 on 2 cores: 29.5 -> 24.4 ms with NHWC on an AVX-512 Xeon, 48.5 -> 53.4
+#   and 55.2 -> 65.3 ms on an AVX2-only EPYC), so `dcgan_shapes.yaml` uses it. It is not a rule
+#   for every network: the Quickstart UNet trains x1.25-1.6 faster in NHWC on AVX-512 and x1.3 on
+#   the AVX2 EPYC, so its config says `true` (`benchmarks/channels_last.py`,
+#   `benchmarks/gan_networks.py`, docs/performance.md). An `ONEDNN_MAX_CPU_ISA` below AVX-512 (as
+#   the AVX2 benchmark columns set it) counts as no AVX-512: oneDNN runs the convolutions.
+
+# oneDNN ISA caps (ONEDNN_MAX_CPU_ISA) under which it has no AVX-512 kernels
+ISAS_WITHOUT_AVX512 = {"SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX2_VNNI_2"}
+
+
+def cpu_has_avx512(flags: set[str] | None = None, environ=os.environ) -> bool:
+    if environ.get("ONEDNN_MAX_CPU_ISA", "").upper() in ISAS_WITHOUT_AVX512:
+        return False
+    return "avx512f" in (cpu_flags() if flags is None else flags)
+
+
+def use_channels_last(setting: bool | str, device: torch.device, flags: set[str] | None = None,
+                      environ=os.environ) -> bool:
+    """Whether the networks go NHWC for `channels_last: setting` on `device`."""
+    if setting != "auto":
+        return bool(setting)
+    if device.type == "cuda":
+        return torch.cuda.get_device_capability(device)[0] >= 7
+    return device.type == "cpu" and cpu_has_avx512(flags, environ)
+
+
+def describe_memory_format(chosen: bool) -> str:
+    """The log line where `auto` chose."""
+    return f"memory format {'channels_last' if chosen else 'contiguous (NCHW)'} (channels_last: auto)"
