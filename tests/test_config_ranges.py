@@ -130,10 +130,10 @@ def test_number_states_each_bound_and_its_boundary():
     assert rule_summary(number()) == ("a number", (), ())
     assert rule_summary(number(finite=True)) == ("a finite number", (), (math.inf,))
     assert rule_summary(number(min=-2.5)) == ("a number >= -2.5", (-2.5,), (-2.5000000000000004,))
-    assert rule_summary(number(min=0, max=1)) == ("a number >= 0 <= 1", (0, 1), (-5e-324, 1.0000000000000002))
+    assert rule_summary(number(min=0, max=1)) == ("a number >= 0 and <= 1", (0, 1), (-5e-324, 1.0000000000000002))
     assert rule_summary(number(above=0, finite=True)) == ("a finite number > 0", (5e-324,), (0, math.inf))
     assert rule_summary(number(min=0, above=-1, max=1, finite=True)) == (
-        "a finite number >= 0 > -1 <= 1", (0, 1, -0.9999999999999999), (-5e-324, -1, 1.0000000000000002))
+        "a finite number >= 0 and > -1 and <= 1", (0, 1, -0.9999999999999999), (-5e-324, -1, 1.0000000000000002))
 
 
 @pytest.mark.parametrize("rule, accepted, refused", [

@@ -70,7 +70,7 @@ def number(min: float | None = None, above: float | None = None, max: float | No
     inside = [b for b in (min, max) if b is not None] + ([math.nextafter(above, math.inf)] if above is not None else [])
     outside = ([math.nextafter(min, -math.inf)] if min is not None else []) + ([above] if above is not None else []) \
         + ([math.nextafter(max, math.inf)] if max is not None else []) + ([math.inf] if finite and max is None else [])
-    return Rule(" ".join(["a finite number" if finite else "a number", *filter(None, bounds)]),
+    return Rule(" ".join(["a finite number" if finite else "a number", " and ".join(filter(None, bounds))]).strip(),
                 lambda v: _is_number(v) and (min is None or v >= min) and (above is None or v > above)
                 and (max is None or v <= max) and (not finite or math.isfinite(v)),
                 inside=tuple(inside), outside=tuple(outside))
