@@ -22,8 +22,9 @@ import torch
 
 AUTOCAST_DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16}
 BF16_CPU_FLAGS = ("amx_bf16", "avx512_bf16")
-# oneDNN ISA caps (ONEDNN_MAX_CPU_ISA) under which it has no native bf16 instructions
-ISAS_WITHOUT_BF16 = {"SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX2_VNNI_2", "AVX512_CORE", "AVX512_CORE_VNNI"}
+# oneDNN ISA caps (ONEDNN_MAX_CPU_ISA) under which it has no AVX-512 kernels, and no native bf16 instructions
+ISAS_WITHOUT_AVX512 = {"SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX2_VNNI_2"}
+ISAS_WITHOUT_BF16 = ISAS_WITHOUT_AVX512 | {"AVX512_CORE", "AVX512_CORE_VNNI"}
 
 
 def cpu_flags(cpuinfo: str | None = None) -> set[str]:
@@ -82,10 +83,6 @@ def describe(amp: dict, device: torch.device, dtype: torch.dtype | None) -> str:
 #   the AVX2 EPYC, so its config says `true` (`benchmarks/channels_last.py`,
 #   `benchmarks/gan_networks.py`, docs/performance.md). An `ONEDNN_MAX_CPU_ISA` below AVX-512 (as
 #   the AVX2 benchmark columns set it) counts as no AVX-512: oneDNN runs the convolutions.
-
-# oneDNN ISA caps (ONEDNN_MAX_CPU_ISA) under which it has no AVX-512 kernels
-ISAS_WITHOUT_AVX512 = {"SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX2_VNNI_2"}
-
 
 def cpu_has_avx512(flags: set[str] | None = None, environ=os.environ) -> bool:
     if environ.get("ONEDNN_MAX_CPU_ISA", "").upper() in ISAS_WITHOUT_AVX512:
