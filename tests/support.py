@@ -7,6 +7,7 @@ import os
 import runpy
 import subprocess
 import sys
+import time
 from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
@@ -107,15 +108,21 @@ def _run_tool_here(tool: str, args: list[str], cwd: str, log: str, errors: str |
     os.dup2(os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT), 1)
     os.dup2(os.open(errors or log, os.O_WRONLY | os.O_APPEND | os.O_CREAT), 2)
     os.chdir(cwd)
-    path = str(REPO / "tools" / f"{tool}.py")
+    path = _script(tool)
     sys.argv = [path, *args]
+    sys.path.insert(0, os.path.dirname(path))  # as `python path` does
     runpy.run_path(path, run_name="__main__")  # ends in sys.exit(status): the process's exit code
 
 
+def _script(tool: str) -> str:
+    return tool if tool.endswith(".py") else str(REPO / "tools" / f"{tool}.py")
+
+
 def fork_tool(tool: str, *args, cwd=REPO, log=os.devnull, errors=None, env=None) -> multiprocessing.Process:
-    """Start tools/<tool>.py as a process forked from the fork server; its output goes to the
-    file `log` (stderr to `errors` if given), `env` is added to its environment. `.pid`,
-    `.join()` and `.exitcode` (-N when killed by signal N) as for any Process."""
+    """Start tools/<tool>.py (or the script at the path `tool`, ending in .py) as a process forked
+    from the fork server; its output goes to the file `log` (stderr to `errors` if given), `env`
+    is added to its environment. `.pid`, `.join()` and `.exitcode` (-N when killed by signal N)
+    as for any Process."""
     return fork(_run_tool_here, tool, list(map(str, args)), str(cwd), str(log), errors and str(errors), env or {})
 
 
@@ -128,13 +135,51 @@ def fork(target, *args) -> multiprocessing.Process:
 
 def run_forked_tool(tool: str, *args, folder, cwd=REPO, env=None, timeout=300) -> subprocess.CompletedProcess:
     """`run_tool`, through the fork server: stdout and stderr are kept in files in `folder`."""
+    return run_forked_ranks(1, tool, *args, folder=folder, cwd=cwd, env=env, timeout=timeout)
+
+
+def run_forked_ranks(nproc: int, tool: str, *args, folder, cwd=REPO, env=None, timeout=300,
+                     grace=30) -> subprocess.CompletedProcess:
+    """tools/<tool>.py (or the script `tool`) as `nproc` ranks of one gloo group on 127.0.0.1,
+    forked from the fork server with the variables torchrun would set: the same multi-process
+    training as `run_torchrun` without torchrun's start-up (about 7 s on 2 cores). For tests of
+    what the processes compute; what torchrun itself does (restarts, signals, its failure
+    summary) is tested through torchrun. One process (`nproc=1`) gets no distributed variables.
+
+    Each rank's stdout and stderr go to files in `folder`; the result holds them concatenated in
+    rank order, the first non-zero exit status, and `exit_codes` (each rank's). When a rank
+    fails the others are killed after `grace` seconds, as torchrun would, so that no test waits
+    on a collective for ever."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    out, err = folder / f"{tool}.stdout", folder / f"{tool}.stderr"
-    out.write_text(""), err.write_text("")
-    process = fork_tool(tool, *args, cwd=cwd, log=out, errors=err, env=env)
-    process.join(timeout)
-    if process.is_alive():
-        process.kill()
-        raise TimeoutError(f"tools/{tool}.py did not finish within {timeout}s")
-    return subprocess.CompletedProcess([tool, *args], process.exitcode, out.read_text(), err.read_text())
+    port = free_port() if nproc > 1 else None
+    name = Path(_script(tool)).stem
+    processes, logs = [], []
+    for rank in range(nproc):
+        suffix = f".rank{rank}" if nproc > 1 else ""
+        out, err = folder / f"{name}.stdout{suffix}", folder / f"{name}.stderr{suffix}"
+        out.write_text(""), err.write_text("")
+        group = {} if nproc == 1 else {
+            "RANK": str(rank), "LOCAL_RANK": str(rank), "GROUP_RANK": "0", "WORLD_SIZE": str(nproc),
+            "LOCAL_WORLD_SIZE": str(nproc), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
+        processes.append(fork_tool(tool, *args, cwd=cwd, log=out, errors=err, env={**(env or {}), **group}))
+        logs.append((out, err))
+    deadline, failed_at = time.monotonic() + timeout, None
+    while any(p.is_alive() for p in processes):
+        now = time.monotonic()
+        if failed_at is None and any(p.exitcode not in (None, 0) for p in processes):
+            failed_at = now
+        if now > deadline or (failed_at is not None and now > failed_at + grace):
+            for p in processes:
+                p.kill()
+            if now > deadline:
+                raise TimeoutError(f"{name}.py ({nproc} processes) did not finish within {timeout}s")
+        time.sleep(0.02)
+    for p in processes:
+        p.join()
+    codes = [p.exitcode for p in processes]
+    result = subprocess.CompletedProcess([tool, *args], next((c for c in codes if c), 0),
+                                         "".join(out.read_text() for out, _ in logs),
+                                         "".join(err.read_text() for _, err in logs))
+    result.exit_codes = codes
+    return result

@@ -11,7 +11,7 @@ from framework.errors import ConfigError
 from framework.models.aux_head import LogitsWithAux
 from framework.optim.optimizers import build_optimizers
 from framework.registry import MODELS, TASKS
-from support import REPO, run_torchrun
+from support import REPO, run_forked_ranks
 
 SMALL = {"type": "EncoderUNet", "encoder": "resnet18", "num_classes": 3, "decoder_channels": [16, 16, 8, 8, 8]}
 
@@ -74,13 +74,14 @@ def test_two_processes_train_an_encoder_unet_with_an_aux_head(tmp_path):
     # DDP (find_unused_parameters off) must see the aux head used in every forward and pass
     # the LogitsWithAux output through.
     config = REPO / "configs" / "segmentation" / "encoder_unet_resnet34_shapes.yaml"
-    result = run_torchrun(2, "--config", config, "--work-dir", tmp_path, "device=cpu", "task.model.encoder=resnet18",
-                          "task.model.encoder_weights=null", "+task.model.decoder_channels=[16, 16, 8, 8, 8]",
-                          "+task.model.aux_loss_weight=0.4", "hooks=[]", "optim.param_groups=null",
-                          "data.train.dataset.size=32", "data.train.dataset.num_samples=8", "data.train.batch_size=2",
-                          "data.train.num_workers=0", "data.val.dataset.size=32", "data.val.dataset.num_samples=4",
-                          "data.val.batch_size=2", "train.max_iters=2", "train.log_interval=1", "train.val_interval=2",
-                          "train.progress_bar=false")
+    result = run_forked_ranks(
+        2, "train", "--config", config, "--work-dir", tmp_path, "device=cpu", "task.model.encoder=resnet18",
+        "task.model.encoder_weights=null", "+task.model.decoder_channels=[16, 16, 8, 8, 8]",
+        "+task.model.aux_loss_weight=0.4", "hooks=[]", "optim.param_groups=null",
+        "data.train.dataset.size=32", "data.train.dataset.num_samples=8", "data.train.batch_size=2",
+        "data.train.num_workers=0", "data.val.dataset.size=32", "data.val.dataset.num_samples=4",
+        "data.val.batch_size=2", "train.max_iters=2", "train.log_interval=1", "train.val_interval=2",
+        "train.progress_bar=false", folder=tmp_path / "out")
     assert result.returncode == 0, result.stderr[-3000:]
     events = EventAccumulator(str(tmp_path / "tensorboard"), size_guidance={"scalars": 0})
     events.Reload()

@@ -1,4 +1,6 @@
-"""Real multi-process training on CPU: gloo, 2 processes on 127.0.0.1, launched with torchrun."""
+"""Real multi-process training on CPU: gloo, 2 processes on 127.0.0.1. What the processes compute
+is tested with ranks forked from the tests' fork server (`run_forked_ranks`, no torchrun start-up);
+what torchrun itself does (two nodes, signals, a failing rank, its failure summary) through torchrun."""
 
 import json
 import logging
@@ -15,7 +17,7 @@ from torch import nn
 
 from framework.config import load_config
 from framework.engine.build import build_trainer
-from support import REPO, free_port, named, run_tool, run_torchrun, torchrun_command
+from support import REPO, free_port, named, run_forked_ranks, run_forked_tool, torchrun_command
 
 CONFIG = REPO / "configs/segmentation/unet_shapes.yaml"
 # A UNet without BatchNorm (statistics would differ by batch split), SGD, 5 iterations.
@@ -47,28 +49,30 @@ def assert_same_weights(a, b, atol=ATOL):
 @pytest.fixture(scope="module")
 def one_process_batch_4(tmp_path_factory):
     work_dir = tmp_path_factory.mktemp("ref")
-    result = run_tool("train", "--config", CONFIG, "--work-dir", work_dir, *NO_BN, "data.train.batch_size=4")
+    result = run_forked_tool("train", "--config", CONFIG, "--work-dir", work_dir, *NO_BN, "data.train.batch_size=4",
+                             folder=work_dir / "out")
     assert result.returncode == 0, result.stderr
     return final_weights(work_dir)
 
 
 def test_two_processes_equal_one_process_with_double_batch(one_process_batch_4, tmp_path):
-    result = run_torchrun(2, "--config", CONFIG, "--work-dir", tmp_path, *NO_BN, "data.train.batch_size=2")
+    result = run_forked_ranks(2, "train", "--config", CONFIG, "--work-dir", tmp_path, *NO_BN, "data.train.batch_size=2",
+                              folder=tmp_path / "out")
     assert result.returncode == 0, result.stderr
     assert "processes 2  batch 2 per process x 1 accumulated = 4 per step" in result.stdout
     assert_same_weights(final_weights(tmp_path), one_process_batch_4)
 
 
 def test_accumulation_equals_double_batch_in_one_process(one_process_batch_4, tmp_path):
-    result = run_tool("train", "--config", CONFIG, "--work-dir", tmp_path, *NO_BN,
-                      "data.train.batch_size=2", "train.accumulate=2")
+    result = run_forked_tool("train", "--config", CONFIG, "--work-dir", tmp_path, *NO_BN,
+                             "data.train.batch_size=2", "train.accumulate=2", folder=tmp_path / "out")
     assert result.returncode == 0, result.stderr
     assert_same_weights(final_weights(tmp_path), one_process_batch_4)
 
 
 def test_accumulation_equals_double_batch_in_two_processes(one_process_batch_4, tmp_path):
-    result = run_torchrun(2, "--config", CONFIG, "--work-dir", tmp_path, *NO_BN,
-                          "data.train.batch_size=1", "train.accumulate=2")
+    result = run_forked_ranks(2, "train", "--config", CONFIG, "--work-dir", tmp_path, *NO_BN,
+                              "data.train.batch_size=1", "train.accumulate=2", folder=tmp_path / "out")
     assert result.returncode == 0, result.stderr
     assert_same_weights(final_weights(tmp_path), one_process_batch_4)
 
@@ -79,7 +83,7 @@ def test_sync_bn_equals_full_batch_batchnorm(tmp_path):
         from sync_bn_check import full_batch, loss_weights, network, run
     finally:
         sys.path.pop(0)
-    result = run_torchrun(2, tmp_path, script=REPO / "tests/scripts/sync_bn_check.py")
+    result = run_forked_ranks(2, str(REPO / "tests/scripts/sync_bn_check.py"), tmp_path, folder=tmp_path / "out")
     assert result.returncode == 0, result.stderr
     ranks = [torch.load(tmp_path / f"rank{r}.pt", weights_only=True) for r in range(2)]
     reference = run(network(), full_batch(), loss_weights())
@@ -195,9 +199,11 @@ GAN_NO_BN = ["device=cpu", "seed=3", "train.max_iters=5", "train.val_interval=0"
 
 def test_gan_two_processes_equal_one_process_with_double_batch(tmp_path):
     one, two = tmp_path / "one", tmp_path / "two"
-    result = run_tool("train", "--config", PIX2PIX, "--work-dir", one, *GAN_NO_BN, "data.train.batch_size=4")
+    result = run_forked_tool("train", "--config", PIX2PIX, "--work-dir", one, *GAN_NO_BN, "data.train.batch_size=4",
+                             folder=one / "out")
     assert result.returncode == 0, result.stderr
-    result = run_torchrun(2, "--config", PIX2PIX, "--work-dir", two, *GAN_NO_BN, "data.train.batch_size=2")
+    result = run_forked_ranks(2, "train", "--config", PIX2PIX, "--work-dir", two, *GAN_NO_BN,
+                              "data.train.batch_size=2", folder=two / "out")
     assert result.returncode == 0, result.stderr
     single, double = final_weights(one), final_weights(two)
     assert any(k.startswith("generator.") for k in single) and any(k.startswith("discriminator.") for k in single)
@@ -211,12 +217,12 @@ def test_sharded_evaluation_of_uneven_shards_equals_one_process(tmp_path):
     with_bn = [o for o in NO_BN if o != "task.model.norm=none"]
     val = ["train.val_interval=5", "data.val.dataset.num_samples=17", "data.val.batch_size=4",
            "data.val.dataset.size=32", "dist.timeout=20"]
-    result = run_torchrun(2, "--config", CONFIG, "--work-dir", tmp_path, *with_bn, *val,
-                          "data.train.batch_size=2", timeout=120)
+    result = run_forked_ranks(2, "train", "--config", CONFIG, "--work-dir", tmp_path, *with_bn, *val,
+                              "data.train.batch_size=2", folder=tmp_path / "out", timeout=120)
     assert result.returncode == 0, result.stderr
     trained = json.loads((tmp_path / "metrics.jsonl").read_text().splitlines()[-1])
-    tested = run_tool("test", "--config", CONFIG, "--checkpoint", tmp_path / "checkpoints/iter_5.pth",
-                      "--work-dir", tmp_path / "test", *with_bn, *val)
+    tested = run_forked_tool("test", "--config", CONFIG, "--checkpoint", tmp_path / "checkpoints/iter_5.pth",
+                             "--work-dir", tmp_path / "test", *with_bn, *val, folder=tmp_path / "out")
     assert tested.returncode == 0, tested.stderr
     single = json.loads((tmp_path / "test/metrics.json").read_text())
     for key in ("mIoU", "mAcc", "aAcc"):

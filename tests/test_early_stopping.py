@@ -12,7 +12,7 @@ import torch
 
 from framework.engine.hooks.early_stopping import StoppingRule
 from probes import read_losses
-from support import REPO, call_tool, torchrun_command
+from support import REPO, call_tool, run_forked_ranks, torchrun_command
 
 
 def stops_at(rule: StoppingRule, values: list[float]) -> int | None:
@@ -75,8 +75,12 @@ EARLY_STOP = "{type: EarlyStoppingHook, monitor: aAcc, rule: greater, patience: 
 PREDICTED_STOP = 6
 
 
-def train_two_processes(work_dir, *hooks, restarts=0):
+def train_two_processes(work_dir, *hooks, restarts=None):
+    """Two ranks forked from the fork server, or, given `restarts`, under torchrun --max-restarts."""
     hook_list = ", ".join([f"{{type: LossRecorderHook, path: '{work_dir / 'losses.txt'}'}}", EARLY_STOP, *hooks])
+    if restarts is None:
+        return run_forked_ranks(2, "train", "--config", CONFIG, "--work-dir", work_dir, *RUN, f"hooks=[{hook_list}]",
+                                cwd=REPO / "tests", folder=work_dir.parent / f"{work_dir.name}_out")
     command = torchrun_command(2, REPO / "tools/train.py", "--config", CONFIG, "--work-dir", work_dir, *RUN,
                                f"hooks=[{hook_list}]",
                                launcher=("--standalone", "--nproc_per_node", 2, "--max-restarts", restarts))

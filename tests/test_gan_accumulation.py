@@ -16,7 +16,7 @@ GAN step) is off by 7.5e-7 to 1.6e-6 and fails every case.
 import pytest
 import torch
 
-from support import REPO, named, run_forked_tool, run_torchrun
+from support import REPO, named, run_forked_ranks
 
 PIX2PIX = REPO / "projects/pix2pix/configs/pix2pix_shapes.yaml"
 GAN = ["device=cpu", "seed=3", "train.max_iters=5", "train.val_interval=0", "train.val_at_start=false",
@@ -29,11 +29,8 @@ GAN = ["device=cpu", "seed=3", "train.max_iters=5", "train.val_interval=0", "tra
 
 
 def train(work_dir, *overrides, processes=1):
-    if processes == 1:
-        result = run_forked_tool("train", "--config", PIX2PIX, "--work-dir", work_dir, *GAN, *overrides,
-                                 folder=work_dir / "out")
-    else:
-        result = run_torchrun(processes, "--config", PIX2PIX, "--work-dir", work_dir, *GAN, *overrides)
+    result = run_forked_ranks(processes, "train", "--config", PIX2PIX, "--work-dir", work_dir, *GAN, *overrides,
+                              folder=work_dir / "out")
     assert result.returncode == 0, result.stderr[-3000:]
     return torch.load(work_dir / "checkpoints/iter_5.pth", weights_only=True)["task"]
 

@@ -11,7 +11,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from test_distributed import assert_same_weights, final_weights
 from test_resume import assert_same_state
 
-from support import REPO, call_tool, named, run_tool, run_torchrun
+from support import REPO, call_tool, named, run_forked_ranks, run_forked_tool
 
 PIX2PIXHD = REPO / "projects/pix2pix/configs/pix2pixhd_shapes.yaml"
 SMALL_DATA = REPO / "projects/dcgan/configs/dcgan_small_data.yaml"
@@ -37,12 +37,12 @@ HD_NO_NORM = ["device=cpu", "seed=3", "train.max_iters=5", "train.val_interval=0
                          ids=["plain", "spectral_norm"])
 def test_r1_and_multi_scale_d_in_two_processes_equal_one_process_with_double_batch(tmp_path, extra):
     one, two = tmp_path / "one", tmp_path / "two"
-    result = run_tool("train", "--config", PIX2PIXHD, "--work-dir", one, *HD_NO_NORM, *extra,
-                      "data.train.batch_size=4")
+    result = run_forked_tool("train", "--config", PIX2PIXHD, "--work-dir", one, *HD_NO_NORM, *extra,
+                             "data.train.batch_size=4", folder=one / "out")
     assert result.returncode == 0, result.stderr
     assert "loss_d_r1" in result.stdout
-    result = run_torchrun(2, "--config", PIX2PIXHD, "--work-dir", two, *HD_NO_NORM, *extra,
-                          "data.train.batch_size=2")
+    result = run_forked_ranks(2, "train", "--config", PIX2PIXHD, "--work-dir", two, *HD_NO_NORM, *extra,
+                              "data.train.batch_size=2", folder=two / "out")
     assert result.returncode == 0, result.stderr
     single, double = final_weights(one), final_weights(two)
     assert any(k.startswith("discriminator.scales.1.") for k in single)
@@ -51,7 +51,8 @@ def test_r1_and_multi_scale_d_in_two_processes_equal_one_process_with_double_bat
 
 
 def test_a_penalty_only_d_loss_trains_under_ddp_as_one_process(tmp_path):
-    result = run_torchrun(2, tmp_path, script=REPO / "tests/scripts/r1_only_ddp.py", timeout=120)
+    result = run_forked_ranks(2, str(REPO / "tests/scripts/r1_only_ddp.py"), tmp_path, folder=tmp_path / "out",
+                              timeout=120)
     assert result.returncode == 0, result.stderr[-3000:]
     ranks = [torch.load(tmp_path / f"rank{r}.pt", weights_only=True) for r in range(2)]
     for key, value in ranks[0]["reference"].items():

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from probes import read_losses
-from support import REPO, TINY_UNET, fork_tool, named
+from support import REPO, TINY_UNET, fork_tool, named, run_forked_ranks
 
 MAX_ITERS = 40
 COMMON = [f"train.max_iters={MAX_ITERS}", "train.ckpt_interval=3", "train.log_interval=1", "train.keep_last=2",
@@ -149,7 +149,8 @@ def test_torchrun_restart_resumes_by_itself_and_ends_identical(tmp_path, nproc):
         reference = train("segmentation", reference_dir, reference_dir / "losses.txt")
     else:
         hook = f"hooks=[{{type: LossRecorderHook, path: '{reference_dir / 'losses.txt'}'}}]"
-        reference = torchrun(nproc, config, reference_dir, *overrides, hook)
+        reference = run_forked_ranks(nproc, "train", "--config", config, "--work-dir", reference_dir, *overrides, hook,
+                                     cwd=REPO / "tests", folder=tmp_path / "reference_out")
         assert reference.returncode == 0, reference.stderr[-3000:]
     hooks = (f"hooks=[{{type: LossRecorderHook, path: '{restarted_dir / 'losses.txt'}'}}, "
              f"{{type: CrashOnFirstAttemptHook, iteration: 8, rank: {nproc - 1}}}]")

@@ -14,7 +14,7 @@ import torch
 from framework.dist.slurm import expand_hostlist, slurm_to_torch_environment
 from framework.errors import ConfigError
 from probes import read_losses
-from support import REPO, free_port, named, torchrun_command
+from support import REPO, free_port, named, run_forked_ranks
 
 
 @pytest.mark.parametrize("nodelist, hosts", [
@@ -108,10 +108,10 @@ def finish(processes, timeout=240):
 
 @pytest.fixture(scope="module")
 def torchrun_run(tmp_path_factory):
+    """The reference: two ranks told their ranks by torchrun's variables (run_forked_ranks)."""
     work_dir = tmp_path_factory.mktemp("torchrun")
-    result = subprocess.run(torchrun_command(2, REPO / "tools/train.py", "--config", CONFIG, "--work-dir", work_dir,
-                                             *RUN, recorder(work_dir)),
-                            cwd=REPO / "tests", env=BASE_ENV, capture_output=True, text=True, timeout=300)
+    result = run_forked_ranks(2, "train", "--config", CONFIG, "--work-dir", work_dir, *RUN, recorder(work_dir),
+                              cwd=REPO / "tests", folder=tmp_path_factory.mktemp("torchrun_out"))
     assert result.returncode == 0, result.stderr[-3000:]
     return work_dir
 

@@ -22,7 +22,7 @@ import torch
 from test_resume import assert_same_state, interrupt_near
 
 from probes import read_losses
-from support import REPO, fork_tool, named, run_forked_tool, run_torchrun
+from support import REPO, fork_tool, named, run_forked_ranks
 
 CONFIG = REPO / "projects/cyclegan/configs/cyclegan_shapes.yaml"
 TOOLKIT = REPO / "projects/cyclegan/configs/cyclegan_shapes_toolkit.yaml"
@@ -51,11 +51,8 @@ TOOLKIT_DDP = ["task.r1_weight=100.0", "task.r1_interval=2", "task.d_augment=nul
 
 
 def train(work_dir, *overrides, processes=1, config=CONFIG):
-    if processes == 1:
-        result = run_forked_tool("train", "--config", config, "--work-dir", work_dir, *NO_BN, *overrides,
-                                 folder=work_dir / "out")
-    else:
-        result = run_torchrun(processes, "--config", config, "--work-dir", work_dir, *NO_BN, *overrides)
+    result = run_forked_ranks(processes, "train", "--config", config, "--work-dir", work_dir, *NO_BN, *overrides,
+                              folder=work_dir / "out")
     assert result.returncode == 0, result.stderr[-3000:]
     return torch.load(work_dir / "checkpoints/iter_5.pth", weights_only=True)
 
