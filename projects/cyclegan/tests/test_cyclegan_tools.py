@@ -17,7 +17,7 @@ from framework.checkpoint.files import load_checkpoint
 from framework.engine.trained import load_trained_task
 from framework.inference.generator import to_signed, to_unit
 from framework.registry import DATASETS
-from support import REPO, call_tool, run_tool, train_run
+from support import REPO, call_tool, run_forked_tool, train_run
 
 CONFIG = REPO / "projects/cyclegan/configs/cyclegan_shapes.yaml"
 NETWORKS = ("generator_ab", "generator_ba", "discriminator_a", "discriminator_b")
@@ -34,7 +34,7 @@ TERMS = ("loss_g_ab", "loss_g_ba", "loss_cycle_a", "loss_cycle_b", "loss_idt_a",
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
-    return train_run(tmp_path_factory.mktemp("cyclegan"), CONFIG, *TINY, runner=run_tool)
+    return train_run(tmp_path_factory.mktemp("cyclegan"), CONFIG, *TINY, runner=run_forked_tool)
 
 
 def read_metrics(work_dir):
@@ -72,8 +72,8 @@ def test_tensorboard_has_rows_of_both_directions(trained):
 
 def test_test_tool_reproduces_the_evaluation_and_saves_rows(trained, tmp_path):
     show = tmp_path / "show"
-    result = run_tool("test", "--config", CONFIG, "--checkpoint", trained / "checkpoints/iter_4.pth",
-                      "--work-dir", tmp_path, "--show-dir", show, *TINY)
+    result = run_forked_tool("test", "--config", CONFIG, "--checkpoint", trained / "checkpoints/iter_4.pth",
+                             "--work-dir", tmp_path, "--show-dir", show, *TINY, folder=tmp_path / "out")
     assert result.returncode == 0, result.stderr
     tested = json.loads((tmp_path / "metrics.json").read_text())
     for key in ("PSNR_ab", "PSNR_ba", "L1_ab"):

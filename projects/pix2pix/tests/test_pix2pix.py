@@ -13,7 +13,7 @@ import projects.pix2pix  # noqa: F401  (registers the networks and datasets)
 from framework.checkpoint.files import load_checkpoint
 from framework.errors import DataError
 from framework.registry import DATASETS, MODELS
-from support import REPO, call_tool, named, run_forked_tool, run_tool, train_run
+from support import REPO, call_tool, named, run_forked_tool, train_run
 
 CONFIG = REPO / "projects/pix2pix/configs/pix2pix_shapes.yaml"
 TINY = [
@@ -27,7 +27,7 @@ TINY = [
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
-    return train_run(tmp_path_factory.mktemp("pix2pix"), CONFIG, *TINY, runner=run_tool)
+    return train_run(tmp_path_factory.mktemp("pix2pix"), CONFIG, *TINY, runner=run_forked_tool)
 
 
 def read_metrics(work_dir):
@@ -64,8 +64,8 @@ def test_tensorboard_has_input_output_target_grids(trained):
 
 def test_test_tool_reproduces_the_last_evaluation_and_saves_panels(trained, tmp_path):
     show = tmp_path / "show"
-    result = run_tool("test", "--config", CONFIG, "--checkpoint", trained / "checkpoints/iter_4.pth",
-                      "--work-dir", tmp_path, "--show-dir", show, *TINY)
+    result = run_forked_tool("test", "--config", CONFIG, "--checkpoint", trained / "checkpoints/iter_4.pth",
+                             "--work-dir", tmp_path, "--show-dir", show, *TINY, folder=tmp_path / "out")
     assert result.returncode == 0, result.stderr
     assert "PSNR" in result.stdout and "SSIM" in result.stdout
     tested = json.loads((tmp_path / "metrics.json").read_text())
@@ -78,8 +78,8 @@ def test_test_tool_reproduces_the_last_evaluation_and_saves_panels(trained, tmp_
 
 def test_resume_continues_exactly(trained, tmp_path):
     """Resumed from iteration 2 into a new work dir, the run ends where the fixture's
-    uninterrupted run did, bit for bit: both run one torch thread (run_tool and the fork server
-    set it), and the generator's dropout needs the random state of iteration 2 restored."""
+    uninterrupted run did, bit for bit: both run one torch thread (the fork server sets it), and
+    the generator's dropout needs the random state of iteration 2 restored."""
     resumed = run_forked_tool("train", "--config", CONFIG, "--work-dir", tmp_path / "resumed", *TINY,
                               "--resume", trained / "checkpoints/iter_2.pth", folder=tmp_path / "out")
     assert resumed.returncode == 0, resumed.stderr
