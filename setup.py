@@ -29,7 +29,7 @@ setup(
         # the documentation site (mkdocs.yml): plain mkdocs and its built-in theme, no plugins
         "docs": ["mkdocs>=1.6"],
         # tests/test_docs.py builds the site with --strict, so dev needs mkdocs too
-        "dev": ["pytest>=7.4", "torchmetrics>=1.3", "ruff>=0.6", "onnx>=1.15", "onnxruntime>=1.17", "timm>=1.0",
+        "dev": ["pytest>=7.4", "pytest-xdist>=3.5", "torchmetrics>=1.3", "ruff>=0.6", "onnx>=1.15", "onnxruntime>=1.17", "timm>=1.0",
                 "huggingface_hub>=0.20", "mkdocs>=1.6", "mlflow-skinny>=2.12",
                 "mutmut>=3.8,<4"],  # mutation testing: tests/scripts/mutation.py, docs/contributing.md
         "fid": ["torch-fidelity>=0.3"],  # FID's default extractor (framework/metrics/image.py)

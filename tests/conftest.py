@@ -120,3 +120,13 @@ def _rebuild_schema() -> None:
         for name, value in list(namespace.items()):
             if id(value) in new:  # `old` keeps the old objects alive: their ids are theirs alone
                 namespace[name] = new[id(value)]
+
+
+def pytest_configure(config):
+    """Under pytest-xdist (pytest.ini runs one worker per core), each worker's torch gets its
+    share of the cores: more threads than cores keep OpenMP threads spinning against the other
+    workers' (a tiny run became 7x slower beside the suite on 2 cores)."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
+    if workers:
+        import torch
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // workers))
