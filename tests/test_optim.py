@@ -54,8 +54,11 @@ def test_step_zeroes_backprops_clips_and_steps_only_the_named_optimizer():
     assert all(torch.equal(a, b) for a, b in zip(generator_before, task.generator.parameters()))
     grads = torch.cat([p.grad.flatten() for p in task.discriminator.parameters()])
     assert grads.norm() <= 1e-3 * (1 + 1e-4)  # clipped before the step
-    moved = torch.cat([(a - b).flatten() for a, b in zip(discriminator_before, task.discriminator.parameters())])
-    assert moved.norm().item() == pytest.approx(0.2 * grads.norm().item(), rel=1e-4)  # SGD: lr x clipped gradient
+    # SGD: each parameter moved by lr x its clipped gradient (~5e-5 here). Compared element by
+    # element, to within 2 float32 ulps of parameters below 1 in size: the norm of the difference
+    # of the weights lost ~1e-4 of its value to that rounding, for some random initialisations.
+    for before, after in zip(discriminator_before, task.discriminator.parameters()):
+        torch.testing.assert_close(after.detach(), before - 0.2 * after.grad, rtol=0, atol=1.2e-7)
     assert "discriminator" in optim.grad_norms and "generator" not in optim.grad_norms
 
 
