@@ -96,7 +96,11 @@ TINY_UNET = [
 # the kill-and-resume tests interrupt and resume a run many times. Each run is still its own
 # process, running tools/<tool>.py's __main__, that a test can SIGKILL.
 _FORK_SERVER = multiprocessing.get_context("forkserver")
-_FORK_SERVER.set_forkserver_preload(["framework", "framework.engine.build", "torch.utils.tensorboard"])
+# Preloaded too: what every run imports on the way (seconds of the run's start-up otherwise):
+# albumentations (the transforms), torch._dynamo (torch imports it at an optimizer's first
+# add_param_group), torch._inductor (torch.use_deterministic_algorithms imports it).
+_FORK_SERVER.set_forkserver_preload(["framework", "framework.engine.build", "torch.utils.tensorboard",
+                                     "albumentations", "torch._dynamo", "torch._inductor"])
 
 
 def _run_tool_here(tool: str, args: list[str], cwd: str, log: str, errors: str | None, env: dict) -> None:
