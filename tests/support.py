@@ -74,14 +74,6 @@ def torchrun_command(nproc: int, script, *args, launcher=()) -> list[str]:
     return [sys.executable, "-m", "torch.distributed.run", *map(str, launcher), str(script), *map(str, args)]
 
 
-def run_torchrun(nproc: int, *args, script=REPO / "tools" / "train.py", launcher=(), cwd=REPO,
-                 timeout=300) -> subprocess.CompletedProcess:
-    """`script` (default tools/train.py) under torchrun: `nproc` CPU processes on 127.0.0.1, gloo."""
-    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
-    return subprocess.run(torchrun_command(nproc, script, *args, launcher=launcher), cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=timeout)
-
-
 # The Quickstart config at its smallest: a tiny UNet on 32x32 images, epochs of 5 iterations.
 TINY_UNET = [
     "device=cpu", "deterministic=true", "task.model.base_channels=8", "task.model.depth=2",
@@ -146,9 +138,10 @@ def run_forked_ranks(nproc: int, tool: str, *args, folder, cwd=REPO, env=None, t
                      grace=30) -> subprocess.CompletedProcess:
     """tools/<tool>.py (or the script `tool`) as `nproc` ranks of one gloo group on 127.0.0.1,
     forked from the fork server with the variables torchrun would set: the same multi-process
-    training as `run_torchrun` without torchrun's start-up (about 7 s on 2 cores). For tests of
-    what the processes compute; what torchrun itself does (restarts, signals, its failure
-    summary) is tested through torchrun. One process (`nproc=1`) gets no distributed variables.
+    training as under torchrun (`torchrun_command`) without its start-up (about 7 s on 2
+    cores). For tests of what the processes compute; what torchrun itself does (restarts,
+    signals, its failure summary) is tested through torchrun. One process (`nproc=1`) gets no
+    distributed variables.
 
     Each rank's stdout and stderr go to files in `folder`; the result holds them concatenated in
     rank order, the first non-zero exit status, and `exit_codes` (each rank's). When a rank
