@@ -282,6 +282,28 @@ def test_adaptive_state_resumes_exactly():
     assert torch.equal(augment.p, restored.p) and float(restored.p) == pytest.approx(2 * 24 / 100)
 
 
+def test_an_accumulated_d_step_adapts_p_once_from_the_verdicts_of_every_micro_batch():
+    """With two micro-batches per iteration, `interval` counts D steps (iterations), not
+    micro-batches, and p moves after the step, from the verdicts of both micro-batches."""
+    torch.manual_seed(0)
+    task = gan_task(d_augment={"type": "DiffAugment", "adaptive": True, "interval": 3, "speed_images": 100})
+    optim = sgd_optimizers(task)
+    augment = task.d_augment
+
+    def micro_batches():
+        return [{"image": torch.randint(0, 256, (4, 3, 8, 8), dtype=torch.uint8)} for _ in range(2)]
+
+    for _ in range(2):
+        task.train_iteration(micro_batches(), optim)
+    assert int(augment.observed) == 2  # two D steps
+    assert float(augment.sign_sum[1]) == 16  # every sample of both, no adjustment yet
+    assert float(augment.p) == 0.0
+    logs = task.train_iteration(micro_batches(), optim)  # the third D step adjusts p, from 24 samples
+    assert int(augment.observed) == 3 and float(augment.sign_sum[1]) == 0
+    assert float(augment.p) in (0.0, pytest.approx(24 / 100))  # sign(r_t - target) x 24 / 100, clipped
+    assert torch.equal(logs["ada_p"], augment.p)
+
+
 @pytest.mark.parametrize("kwargs, message", [
     ({"policy": ["colour"]}, "policy: unknown 'colour'; did you mean 'color'"),
     ({"p": 1.5}, "p must be in"),

@@ -23,7 +23,9 @@ terms (fakes drawn without a graph), the D step; then every micro-batch's G term
 step, so the G step sees the discriminator after its update, as with one batch N times as
 large. The G phase draws each fake again from the same input or noise, replaying the random
 state (dropout) and keeping the generator's normalisation statistics as the D phase left them,
-so both phases see the same fakes.
+so both phases see the same fakes. An adaptive DiffAugment reads the verdicts of every
+micro-batch once, after the D step (`adapt_augment`), as CycleGANTask's do: its `interval`
+counts D steps, and all micro-batches of a step are augmented with the same p.
 
 Two modes, chosen by `latent_dim`:
 - conditional (latent_dim null, e.g. pix2pix): batches hold "input" and "target" uint8 images;
@@ -166,7 +168,8 @@ class GANTask(Task):
         # Without a G step this iteration, the generator's graph would only be thrown away.
         with contextlib.nullcontext() if g_step else torch.no_grad():
             fake = self.generator(self.generator_input(condition, real.shape[0], real.device))
-        logs = self.discriminator_step(condition, real, fake.detach(), optim)
+        logs, verdicts = self.discriminator_step(condition, real, fake.detach(), optim)
+        logs.update(self.adapt_augment([verdicts]))
         if g_step:
             logs.update(self.generator_step(condition, real, fake, optim))
         return logs
@@ -174,7 +177,7 @@ class GANTask(Task):
     def _accumulated(self, batches: list[dict], optim, g_step: bool) -> dict:
         """All D micro-batches and the D step, then all G micro-batches and the G step."""
         inputs = [self.unpack(batch) for batch in batches]
-        drawn, d_logs = [], []
+        drawn, d_logs, verdicts = [], [], []
         for index, (condition, real) in enumerate(inputs):
             with optim.micro_step(index, len(batches)):
                 noise_or_input = self.generator_input(condition, real.shape[0], real.device)
@@ -182,8 +185,10 @@ class GANTask(Task):
                 with torch.no_grad():
                     fake = self.generator(noise_or_input)
                 drawn.append((noise_or_input, rng))
-                d_logs.append(self.discriminator_step(condition, real, fake, optim))
-        logs = average_logs(d_logs)
+                micro_logs, micro_verdicts = self.discriminator_step(condition, real, fake, optim)
+            d_logs.append(micro_logs)
+            verdicts.append(micro_verdicts)
+        logs = {**average_logs(d_logs), **self.adapt_augment(verdicts)}
         if g_step:
             g_logs = []
             for index, ((condition, real), (noise_or_input, rng)) in enumerate(zip(inputs, drawn)):
@@ -194,7 +199,10 @@ class GANTask(Task):
             logs.update(average_logs(g_logs))
         return logs
 
-    def discriminator_step(self, condition, real: torch.Tensor, fake: torch.Tensor, optim) -> dict:
+    def discriminator_step(self, condition, real: torch.Tensor, fake: torch.Tensor,
+                           optim) -> tuple[dict, torch.Tensor | None]:
+        """The D update's terms on one (micro-)batch -> (logs, D's per-sample verdicts on the reals
+        for the DiffAugment; None without one)."""
         def critic(image):
             return self.discriminate(condition, image)
 
@@ -211,12 +219,18 @@ class GANTask(Task):
         loss = total_loss(terms)
         optim.update(loss, "discriminator")
         logs = {"loss_d": loss.detach(), **{k: v.detach() for k, v in terms.items()}}
-        if self.d_augment is not None:
-            self.d_augment.observe(sample_verdicts(real_logits))  # ADA: sign of D on the reals
-            logs["ada_p"] = self.d_augment.p.detach().clone()
         if getattr(optim, "log_details", True):  # on logged iterations only: a few reductions
             logs.update(d_diagnostics(real_logits, fake_logits, fake))
-        return logs
+        return logs, (sample_verdicts(real_logits).detach() if self.d_augment is not None else None)
+
+    def adapt_augment(self, verdicts: list[torch.Tensor | None]) -> dict:
+        """ADA, once per D step: the adaptive DiffAugment reads D's verdicts on the reals of
+        every micro-batch, so that an accumulated step counts as one step of the whole batch
+        (`interval` counts D steps) and every micro-batch of a step sees the same p."""
+        if self.d_augment is None:
+            return {}
+        self.d_augment.observe(torch.cat(verdicts))
+        return {"ada_p": self.d_augment.p.detach().clone()}
 
     def generator_step(self, condition, real: torch.Tensor, fake: torch.Tensor, optim) -> dict:
         with frozen(self.discriminator) as discriminator:  # D collects no gradients here
