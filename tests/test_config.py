@@ -186,16 +186,18 @@ def test_overrides_reach_list_items_and_add_nested_keys():
     cfg = {"hooks": [{"type": "A"}, {"type": "B"}], "seed": 0, "train": {"max_iters": 10}}
     apply_override(cfg, "hooks.1.type", "C")
     apply_override(cfg, "hooks.0", {"type": "D"})
+    apply_override(cfg, "hooks.-1.priority", 5, adds=True)  # from the end, as in Python
     apply_override(cfg, "train.max_iters", 20)
     apply_override(cfg, "train.max_iters", 30, adds=True)  # + on an existing key sets it
     apply_override(cfg, "new.deep.key", 1, adds=True)
     apply_override(cfg, "train.extra", [1], adds=True)
-    assert cfg == {"hooks": [{"type": "D"}, {"type": "C"}], "seed": 0, "train": {"max_iters": 30, "extra": [1]},
+    assert cfg == {"hooks": [{"type": "D"}, {"type": "C", "priority": 5}], "seed": 0, "train": {"max_iters": 30, "extra": [1]},
                    "new": {"deep": {"key": 1}}}
 
 
 @pytest.mark.parametrize("key, adds, message", [
     ("hooks.2", False, "override 'hooks.2': hooks.2 is not an index of a list of 2"),
+    ("hooks.-3", False, "override 'hooks.-3': hooks.-3 is not an index of a list of 2"),
     ("hooks.type", False, "override 'hooks.type': hooks.type is not an index of a list of 2"),
     ("seed.x", False, "override 'seed.x': seed is a value, not a section"),
     ("train.max_iter", False, "override 'train.max_iter': no key 'train.max_iter' in the config; did you mean "

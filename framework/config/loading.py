@@ -52,7 +52,8 @@ def parse_override(text: str) -> tuple[str, Any, bool]:
 
 
 def _split_key(key: str) -> list[str | int]:
-    return [int(p) if p.isdigit() else p for p in key.split(".")]
+    """'hooks.-1.type' -> ['hooks', -1, 'type']: numbers (negative ones count from the end) index lists."""
+    return [int(p) if p.removeprefix("-").isdigit() else p for p in key.split(".")]
 
 
 def apply_override(cfg: dict, key: str, value: Any, adds: bool = False) -> None:
