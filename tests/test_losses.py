@@ -40,6 +40,56 @@ def test_cross_entropy_matches_functional(kwargs):
     torch.testing.assert_close(loss(logits, target), expected)
 
 
+@pytest.mark.parametrize("shape", [(6, 4), (3, 4, 7), (2, 4, 5, 6), (2, 4, 3, 2, 5)])
+@pytest.mark.parametrize("weight", [None, [1.0, 2.0, 0.5, 3.0]])
+def test_cross_entropy_matches_functional_in_value_and_gradient_for_every_layout(shape, weight):
+    """N x C, N x C x L, N x C x H x W and N x C x D x H x W logits, some targets ignored."""
+    generator = torch.Generator().manual_seed(3)
+    logits = torch.randn(shape, generator=generator, dtype=torch.float64)
+    target = torch.randint(0, 4, (shape[0], *shape[2:]), generator=generator)
+    target.view(-1)[::3] = IGNORE
+    weights = torch.tensor(weight, dtype=torch.float64) if weight else None
+    ours, theirs = logits.clone().requires_grad_(), logits.clone().requires_grad_()
+    loss = CrossEntropyLoss(weight=weight).to(torch.float64)(ours, target)  # float64 weights with float64 logits
+    expected = F.cross_entropy(theirs, target, weight=weights, ignore_index=IGNORE)
+    loss.backward(), expected.backward()
+    torch.testing.assert_close(loss, expected)
+    torch.testing.assert_close(ours.grad, theirs.grad)
+
+
+def test_cross_entropy_of_an_unbatched_sample_matches_functional():
+    logits, target = torch.tensor([0.5, -1.0, 2.0]), torch.tensor(2)
+    torch.testing.assert_close(CrossEntropyLoss()(logits, target), F.cross_entropy(logits, target))
+
+
+def test_cross_entropy_under_bfloat16_autocast_is_computed_in_float32():
+    logits, target = multiclass_batch()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        bf16_logits = logits.bfloat16()
+        loss = CrossEntropyLoss(weight=[1.0, 2.0, 0.5, 3.0])(bf16_logits, target)
+        expected = F.cross_entropy(bf16_logits, target, weight=torch.tensor([1.0, 2.0, 0.5, 3.0]), ignore_index=IGNORE)
+    assert loss.dtype == torch.float32
+    torch.testing.assert_close(loss, expected)
+
+
+def test_cross_entropy_of_a_bfloat16_model_is_computed_in_float32():
+    """A task cast to bfloat16 whole (weights, buffers and logits): the class weights follow."""
+    logits, target = multiclass_batch()
+    weight = [1.0, 2.0, 0.5, 3.0]
+    loss = CrossEntropyLoss(weight=weight).bfloat16()(logits.bfloat16(), target)
+    expected = F.cross_entropy(logits.bfloat16().float(), target, weight=torch.tensor(weight), ignore_index=IGNORE)
+    assert loss.dtype == torch.float32
+    torch.testing.assert_close(loss, expected)
+
+
+def test_cross_entropy_of_non_finite_logits_is_not_finite():
+    """The non-finite guard stops a diverged run by its loss: the mean must not hide a NaN."""
+    logits, target = multiclass_batch()
+    logits = logits.detach().clone()
+    logits[1, 0, 4, 4] = float("nan")
+    assert not torch.isfinite(CrossEntropyLoss()(logits, target))
+
+
 def test_cross_entropy_weight_is_a_buffer_outside_the_state_dict():
     loss = CrossEntropyLoss(weight=[1.0, 2.0]).to(torch.float64)
     assert loss.weight.dtype == torch.float64 and "weight" in dict(loss.named_buffers())
@@ -53,6 +103,11 @@ def test_all_ignored_batch_gives_zero_loss_and_finite_gradients():
         value = loss(logits, target)
         value.backward()
         assert torch.isfinite(value) and torch.isfinite(logits.grad).all()
+    for loss in (CrossEntropyLoss(), CrossEntropyLoss(weight=[1.0, 2.0, 0.5, 3.0]), CrossEntropyLoss(label_smoothing=0.1)):
+        logits.grad = None
+        value = loss(logits, target)
+        value.backward()
+        assert value.item() == 0.0 and torch.equal(logits.grad, torch.zeros_like(logits))
     binary_logits, binary_target = binary_batch()
     binary_target.fill_(IGNORE)
     value = BCEWithLogitsLoss()(binary_logits, binary_target)

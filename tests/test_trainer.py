@@ -45,6 +45,16 @@ def test_hooks_run_in_priority_order_at_each_stage(tmp_path):
     assert [p for stage, it, p in calls if stage == "before_iter" and it == 0] == [5, 60]
 
 
+def test_a_hook_added_between_two_fits_is_called_in_the_second(tmp_path):
+    trainer = trainer_for(tmp_path, "train.max_iters=2", "train.val_interval=0")
+    trainer.fit()
+    calls = []
+    trainer.hooks.append(Recorder(60, calls))
+    trainer.max_iters = 4
+    trainer.fit()
+    assert [it for stage, it, _ in calls if stage == "after_iter"] == [3, 4]
+
+
 def test_after_train_runs_when_the_step_raises(tmp_path):
     trainer = trainer_for(tmp_path)
     calls = []

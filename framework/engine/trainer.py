@@ -124,6 +124,7 @@ class Trainer:
         self.stop_signal: signal.Signals | None = None  # set when SIGTERM/SIGINT/SIGUSR1 ends the run early
         self.stop_reason: str | None = None  # set by a hook's request_stop (early stopping)
         self.error: BaseException | None = None  # what ended fit() with an exception, for after_train
+        self._stage_methods: dict[str, list] = {}  # call_hooks: stage -> the hooks' bound methods
 
     @property
     def epoch(self) -> int:
@@ -136,10 +137,14 @@ class Trainer:
         return tensorboard.writer if tensorboard is not None else None
 
     def call_hooks(self, stage: str, *args) -> None:
-        for hook in self.hooks:
-            method = getattr(hook, stage)
-            if getattr(method, "__func__", None) is not getattr(Hook, stage):  # skip the base's no-ops
-                method(self, *args)
+        methods = self._stage_methods.get(stage)
+        if methods is None:  # looked up once per stage (and again at each fit): this runs twice a step
+            methods = self._stage_methods[stage] = [
+                method for hook in self.hooks
+                if getattr(method := getattr(hook, stage), "__func__", None) is not getattr(Hook, stage)
+            ]  # the hooks that override the stage: the base's no-ops are skipped
+        for method in methods:
+            method(self, *args)
 
     def request_stop(self, reason: str) -> None:
         """End training after the current iteration's hooks (every rank must ask alike: a hook
@@ -149,6 +154,7 @@ class Trainer:
     def fit(self) -> None:
         """Train to max_iters, or until SIGTERM/SIGINT/SIGUSR1 (then `self.stop_signal` names it)."""
         self.task.train()
+        self._stage_methods = {}  # hooks added or removed since the last fit are seen
         with StopSignals() as stop:
             try:
                 self.call_hooks("before_train")
@@ -184,7 +190,9 @@ class Trainer:
     def _train_iteration(self) -> dict:
         """One optimizer step over `accumulate` micro-batches; returns the averaged step logs."""
         fetch_start = time.perf_counter()
-        batches = [move_to_device(next(self.data), self.device) for _ in range(self.accumulate)]
+        batches = [next(self.data) for _ in range(self.accumulate)]
+        if self.device.type != "cpu":  # a loader's batches are on the CPU already: nothing to move there
+            batches = [move_to_device(batch, self.device) for batch in batches]
         self.data_time = time.perf_counter() - fetch_start
         if self.amp_dtype is None:
             logs = self.task.train_iteration(batches, self.optim)
