@@ -10,6 +10,8 @@ Cases (the shipped configs, with only data paths changed):
 - `voc_folder`: the Quickstart's U-Net on a VOC-layout folder of JPEG images and palette PNG masks
   (benchmarks/folder_data.py, 300 train and 60 val images): val mIoU;
 - `pix2pix`: projects/pix2pix/configs/pix2pix_shapes.yaml (150 iterations): val PSNR;
+- `cyclegan`: projects/cyclegan/configs/cyclegan_shapes.yaml (600 iterations): val PSNR of A -> B
+  against the paired validation images;
 - `dcgan`: projects/dcgan/configs/dcgan_shapes.yaml with the sliced Wasserstein distance of its
   samples to the real images (lower is better), when the SWD metric is registered.
 Each case runs in float32 (`amp.enabled=false`) and in bfloat16 autocast (`amp.enabled=true
@@ -59,6 +61,8 @@ def cases(folder: Path) -> dict[str, dict]:
                                      f"split: val, classes: {CLASSES}}}"]},
         "pix2pix": {"config": "projects/pix2pix/configs/pix2pix_shapes.yaml", "overrides": [], "metric": "PSNR",
                     "higher": True},
+        "cyclegan": {"config": "projects/cyclegan/configs/cyclegan_shapes.yaml", "overrides": [], "metric": "PSNR_ab",
+                     "higher": True},
     }
     from framework.registry import METRICS
 
@@ -98,7 +102,7 @@ def summarise(case: dict, runs: dict[str, list[dict]]) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--cases", nargs="+", help="subset of shapes voc_folder pix2pix dcgan")
+    parser.add_argument("--cases", nargs="+", help="subset of shapes voc_folder pix2pix cyclegan dcgan")
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--iters", type=int, help="train.max_iters for every case (a smoke run; default: the configs')")
     parser.add_argument("--json", default=str(REPO / "work_dirs/benchmarks/amp_quality.json"))

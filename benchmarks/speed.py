@@ -11,9 +11,10 @@
    contiguous NCHW tensors with networks of its own (benchmarks/plain/networks.py: the same
    parameters, output shapes and FLOPs, checked by tests/test_plain_baselines.py); the framework
    runs tools/train.py on the same files with the same batch, optimizer, flips and iterations,
-   once with the shipped defaults (`cache: auto`, `num_workers: auto`, amp off), once reading
-   files every step with one worker process, and, where the CPU computes bfloat16 natively
-   (AMX-BF16 or AVX512-BF16), once with `amp.enabled=auto` (bf16 autocast). Every variant runs
+   once with the shipped defaults (`cache: auto`, `num_workers: auto`, `amp.enabled: auto`:
+   bfloat16 autocast where the CPU computes it natively, AMX-BF16 or AVX512-BF16, else float32),
+   once reading files every step with one worker process, and, where the defaults train in
+   bfloat16, once in float32 (`amp.enabled=false`) against the float32 plain script. Every variant runs
    per instruction set: `native`, and `avx2` (ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2,
    what an AVX2-only CPU runs; no bf16 there). The plain script runs a second time with glibc's malloc thresholds
    set in its environment as the framework sets them (`malloc_tuning`), so the table shows what
@@ -128,8 +129,8 @@ def variants(case: str, config: Path, data_root: Path, iters: int, work: Path, i
         "framework, shipped defaults": train,
         "framework, files + 1 worker": [*train, "data.train.cache=null", "data.train.num_workers=1"],
     }
-    if isa == "native" and cpu_has_native_bf16():
-        commands["framework, amp auto (bf16)"] = [*train, "amp.enabled=auto"]
+    if isa == "native" and cpu_has_native_bf16():  # the defaults train in bf16 here: float32 too, like for like
+        commands["framework, float32 (amp off)"] = [*train, "amp.enabled=false"]
     return commands
 
 
@@ -141,12 +142,14 @@ def window_times(variant: str, stdout: str) -> list[float]:
 
 def training_case(case: str, commands: dict[str, list[str]], batch: int, rounds: int) -> dict:
     runs: dict[str, list[dict]] = {name: [] for name in commands}
-    for _ in range(rounds):  # alternated, so a busy spell on the machine hits every variant
+    for round_ in range(rounds):  # alternated, so a busy spell on the machine hits every variant
         for name, command in commands.items():
             result = run_measured(command)
             times = window_times(name, result["stdout"])
             runs[name].append({"wall": result["wall"], "rss_mb": result["rss_mb"],
                                "iter": statistics.median(times[1:] or times)})
+            print(f"{time.strftime('%H:%M:%S')}  {case}, round {round_ + 1}/{rounds}, {name}: "
+                  f"{runs[name][-1]['wall']:.1f} s, {runs[name][-1]['iter']:.4f} s/iter", flush=True)
     summary = {}
     for name, results in runs.items():
         iter_time = statistics.median(r["iter"] for r in results)
@@ -246,7 +249,7 @@ def main() -> None:
                 continue
             for isa in args.isa:
                 commands = variants(case, configs[case], root, iters[case], folder, isa)
-                results["training"][f"{case} {isa}"] = training_case(case, commands, batch, rounds)
+                results["training"][f"{case} {isa}"] = training_case(f"{case} {isa}", commands, batch, rounds)
         fixed = run_measured([sys.executable, str(REPO / "benchmarks/fixed_cost.py"),
                               "--steps", "200" if args.quick else "500", "--repeats", str(2 * rounds + 1)])
         results["fixed_cost"] = json.loads(fixed["stdout"].strip().splitlines()[-1])

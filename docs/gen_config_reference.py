@@ -59,7 +59,7 @@ DESCRIPTIONS = {
     "optim.clip_grad.norm_type": "the p of the p-norm",
     "optim.clip_grad.error_if_nonfinite": "raise when the gradient norm is NaN or inf",
     "optim.clip_grad.foreach": "torch's multi-tensor implementation (null: torch chooses)",
-    "amp.enabled": "run the task's forward under autocast (mixed precision)",
+    "amp.enabled": "run the task's forward under autocast (mixed precision); auto: bfloat16 where the CPU (AMX-BF16, AVX512-BF16) or GPU computes it natively, float32 elsewhere",
     "dist.broadcast_buffers": "DDP broadcasts buffers (BatchNorm statistics) from rank 0 every forward",
     "train.max_iters": "optimizer steps to train (give this or `max_epochs`); `1e4` is read as 10000",
     "train.log_interval": "iterations between log lines and TensorBoard scalars (0: never)",

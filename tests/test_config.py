@@ -329,7 +329,7 @@ def test_overriding_a_default_leaves_the_defaults_alone(configs):
     assert cfg.amp.enabled is True and cfg.dist.timeout == 60 and list(cfg.loggers) == ["csv"]
     assert DEFAULTS == before
     cfg = load_config(child)
-    assert cfg.amp.enabled is False and cfg.dist.timeout == 1800 and list(cfg.loggers) == ["tensorboard"]
+    assert cfg.amp.enabled == "auto" and cfg.dist.timeout == 1800 and list(cfg.loggers) == ["tensorboard"]
 
 
 def test_a_train_section_that_is_not_a_mapping_is_reported_not_a_crash(configs):

@@ -19,7 +19,7 @@ CYCLEGAN_TOOLKIT = REPO / "projects/cyclegan/configs/cyclegan_shapes_toolkit.yam
 
 # pix2pixHD without normalisation (statistics would depend on the batch split) and without
 # the perceptual loss, SGD, R1 every 2nd D step: iterations 2 and 4 carry the penalty.
-HD_NO_NORM = ["device=cpu", "seed=3", "train.max_iters=5", "train.val_interval=0", "train.val_at_start=false",
+HD_NO_NORM = ["device=cpu", "amp.enabled=false", "seed=3", "train.max_iters=5", "train.val_interval=0", "train.val_at_start=false",
               "train.ckpt_interval=5", "train.log_interval=1", "data.train.dataset.num_samples=32",
               "data.train.dataset.size=32", "data.train.num_workers=0", "task.perceptual=null",
               "+task.r1_weight=50.0", "+task.r1_interval=2",

@@ -49,7 +49,9 @@ DEFAULTS: dict[str, Any] = {
     "malloc_tuning": True,  # glibc: keep freed host memory for the next step (framework/engine/malloc.py)
     "compile": False,  # torch.compile each trainable network: true, or {backend, mode, dynamic, fullgraph, options}
     "amp": {
-        "enabled": False,  # true, false, or auto: bfloat16 where the CPU/GPU computes it natively (engine/precision.py)
+        # auto: bfloat16 autocast where the CPU/GPU computes it natively, float32 elsewhere (engine/precision.py);
+        # true: always, in `dtype`; false: float32
+        "enabled": "auto",
         "dtype": "float16",  # with enabled true: float16 (with a GradScaler) or bfloat16 (no scaler; works on CPU)
     },
     "dist": {
