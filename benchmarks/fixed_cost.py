@@ -29,7 +29,7 @@ BATCH, SIZE, LOG_INTERVAL = 4, 16, 50
 COMMON = ["device=cpu", "train.val_interval=0",
           "train.ckpt_interval=0", f"train.log_interval={LOG_INTERVAL}", "train.progress_bar=false",
           f"data.train.batch_size={BATCH}", "data.train.num_workers=0", "data.val=null", "metrics=[]",
-          "channels_last=false"]
+          "channels_last=false", "amp.enabled=false"]  # float32, as the hand-written loop
 
 
 class MemoryBatches:

@@ -32,7 +32,8 @@ def framework_run(processes: int, iters: int, batch: int, threads: int) -> float
         args = [str(REPO / "tools/train.py"), "--config", str(CONFIG), "--work-dir", work_dir, "device=cpu",
                 f"train.max_iters={iters}", "train.log_interval=20", "train.val_interval=0",
                 f"train.ckpt_interval={iters}", f"data.train.batch_size={batch}", "data.train.num_workers=1",
-                "train.progress_bar=false", "channels_last=false"]  # the hand-written loop's format
+                "train.progress_bar=false", "channels_last=false",  # the hand-written loop's format
+                "amp.enabled=false"]  # and its precision
         if processes == 1:
             command = [sys.executable, *args]
         else:

