@@ -1,9 +1,10 @@
 """The framework against plain PyTorch scripts, on folder datasets on disk. A measurement, not a test.
 
-    python benchmarks/speed.py            # ~30-35 min on 2 cores: 1000 / 1500 iterations, 3 rounds
+    python benchmarks/speed.py            # 1000 / 1500 iterations, 3 rounds: over an hour on 2 cores
+                                          # (the native column alone took 52 min on an AVX512-BF16 EPYC)
     python benchmarks/speed.py --quick    # a few minutes: 100 iterations, 2 rounds
     python benchmarks/speed.py --cases pix2pix --rounds 5   # one case only (~20 min)
-    python benchmarks/speed.py --isa native        # skip the AVX2 column (half the time)
+    python benchmarks/speed.py --isa native        # skip the AVX2 column
 
 1. Training: a segmentation case (UNet 16-64 on a 64x64 VOC-layout folder, JPEG + palette PNG,
    batch 16) and a pix2pix case (U-Net G + PatchGAN D on 64x64 A|B JPEG pairs, batch 8). The
