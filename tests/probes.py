@@ -7,9 +7,11 @@ so a test can interrupt a run near a chosen iteration. `CrashOnFirstAttemptHook`
 torchrun worker die at a given iteration of its first attempt only. `stall_checkpoint_write`
 starts writing a checkpoint and hangs halfway, for a test to kill it there. `NaNAtIteration`
 and `InfGradientAtIteration` wrap a loss to make one iteration's loss, or only its gradients,
-non-finite.
+non-finite. `CollectorStateHook` writes the garbage collector's state as training starts.
 """
 
+import gc
+import json
 import os
 import time
 from pathlib import Path
@@ -150,3 +152,12 @@ class InfGradientAtIteration(torch.nn.Module):
         value = self.loss(logits, target)
         self.calls += 1
         return _InfGradient.apply(value) if self.calls == self.iteration else value
+
+
+@HOOKS.register()
+class CollectorStateHook(Hook):
+    def __init__(self, path: str):
+        self.path = path
+
+    def before_train(self, trainer) -> None:
+        Path(self.path).write_text(json.dumps({"enabled": gc.isenabled(), "frozen": gc.get_freeze_count()}))

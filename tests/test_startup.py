@@ -1,11 +1,12 @@
-"""Start-up: the tools read and validate a config before importing torch, and the engine imports
-no torchvision, albumentations or TensorBoard until something needs them."""
+"""Start-up: the tools read and validate a config before importing torch, the engine imports
+no torchvision, albumentations or TensorBoard until something needs them, and the garbage
+collector stays out of the way of start-up."""
 
 import json
 import subprocess
 import sys
 
-from support import REPO
+from support import REPO, TINY_UNET, call_tool, run_forked_tool
 
 HEAVY = ("torch", "torchvision", "albumentations", "tensorboard", "torch.utils.tensorboard")
 
@@ -69,3 +70,26 @@ def test_building_a_pipeline_does_not_ask_pypi_for_albumentations_updates():
 
     assert attempts() == []
     assert attempts(NO_ALBUMENTATIONS_UPDATE="0") != []  # a user's own setting wins (and the probe sees the request)
+
+
+def test_training_starts_with_start_up_objects_frozen_and_collection_on(tmp_path):
+    # tools/train.py run as a program pauses cyclic collection through imports and build
+    # (each full collection walks every object torch created), then collects once, freezes
+    # what start-up built and turns collection back on for training.
+    def collector_at_start(runner, name):
+        state = tmp_path / f"{name}.json"
+        result = runner("train", "--config", REPO / "configs/segmentation/unet_shapes.yaml", "--work-dir",
+                        tmp_path / name, *TINY_UNET, "data.train.num_workers=0", "train.max_iters=1",
+                        "train.val_interval=0", "custom_imports=[probes]",
+                        f"hooks=[{{type: CollectorStateHook, path: '{state}'}}]",
+                        **({"folder": tmp_path} if runner is run_forked_tool else {}))
+        assert result.returncode == 0, result.stderr
+        return json.loads(state.read_text())
+
+    import gc
+
+    as_program = collector_at_start(run_forked_tool, "program")
+    assert as_program["enabled"] and as_program["frozen"] > 100_000  # torch's modules, the networks
+    frozen_before = gc.get_freeze_count()
+    # main() called in-process (as tests and notebooks do) keeps Python's defaults: nothing frozen
+    assert collector_at_start(call_tool, "in_process") == {"enabled": True, "frozen": frozen_before}

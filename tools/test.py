@@ -9,14 +9,13 @@ Prints a per-class table and the summary, writes <work_dir>/metrics.json, and wi
 import argparse
 import json
 import math
-import sys
 from pathlib import Path
 
 from framework.checkpoint import files as ckpt
 from framework.config import default_work_dir, import_custom_modules, load_config, to_plain
 from framework.data.loader import build_dataloader
 from framework.engine.build import build_metrics, build_task, select_device
-from framework.engine.cli import run, setup_logging
+from framework.engine.cli import exit_process, pause_collector_for_startup, run, setup_logging, startup_done
 from framework.engine.evaluation import evaluate
 from framework.engine.nonfinite import refuse_nonfinite_weights
 from framework.errors import ConfigError
@@ -79,6 +78,7 @@ def main(args: argparse.Namespace) -> None:
         if args.show_dir:
             task.save_visuals(batch, outputs, args.show_dir)
 
+    startup_done()
     results = evaluate(task, loader, metrics, device, on_batch=save)
     print(format_table(results))
     Path(work_dir).mkdir(parents=True, exist_ok=True)
@@ -90,4 +90,5 @@ def main(args: argparse.Namespace) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(run(main, parse_args()))
+    pause_collector_for_startup()
+    exit_process(run(main, parse_args()))

@@ -16,12 +16,18 @@ import argparse
 import gc
 import logging
 import os
-import sys
 
 # Only what reads and validates the config is imported up front (no torch): `--help` and a
 # config mistake answer in well under two seconds. torch comes with the engine, in main().
 from framework.config import default_work_dir, load_config
-from framework.engine.cli import log_file_only, run, setup_logging
+from framework.engine.cli import (
+    exit_process,
+    log_file_only,
+    pause_collector_for_startup,
+    run,
+    setup_logging,
+    startup_done,
+)
 from framework.errors import ConfigError
 
 
@@ -70,6 +76,7 @@ def main(args: argparse.Namespace) -> int:
             for note in notes:  # e.g. base keys dropped by a change of type, logged on rank 0
                 logging.getLogger("framework").info(f"config: {note}")
             trainer = build_trainer(cfg, cfg.work_dir, resume=args.resume, overrides=args.overrides)
+            startup_done()
             trainer.fit()
         stopped_early = trainer.stop_signal is not None and trainer.iter < trainer.max_iters
         # Not 0: a script running `train.py && test.py` must not take a stopped run for a finished one.
@@ -94,4 +101,5 @@ def entry() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(entry())
+    pause_collector_for_startup()
+    exit_process(entry())
