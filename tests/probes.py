@@ -14,6 +14,7 @@ import gc
 import json
 import os
 import time
+import weakref
 from pathlib import Path
 
 import torch
@@ -156,8 +157,24 @@ class InfGradientAtIteration(torch.nn.Module):
 
 @HOOKS.register()
 class CollectorStateHook(Hook):
+    """Writes `path`: the garbage collector's state as training starts; and, per rank, the file
+    `path`.freed.r<rank> when the task's DDP wrappers are freed, saying whether the process
+    group was still up then (it must be: torn down later, gloo aborted a finished rank)."""
+
     def __init__(self, path: str):
         self.path = path
 
     def before_train(self, trainer) -> None:
-        Path(self.path).write_text(json.dumps({"enabled": gc.isenabled(), "frozen": gc.get_freeze_count()}))
+        if get_rank() == 0:
+            Path(self.path).write_text(json.dumps({"enabled": gc.isenabled(), "frozen": gc.get_freeze_count()}))
+        wrappers = [m for m in trainer.task.children() if isinstance(m, torch.nn.parallel.DistributedDataParallel)]
+        marker = Path(f"{self.path}.freed.r{get_rank()}")
+        self.trainer = trainer  # as many hooks do: trainer -> hook -> trainer, a cycle only the collector frees
+        for wrapper in wrappers:
+            # atexit False: only a real release writes it, not the interpreter's exit
+            weakref.finalize(wrapper, _note_release, marker).atexit = False
+
+
+def _note_release(marker: Path) -> None:
+    with marker.open("a") as out:
+        out.write(f"{torch.distributed.is_initialized()}\n")

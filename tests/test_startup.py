@@ -6,7 +6,7 @@ import json
 import subprocess
 import sys
 
-from support import REPO, TINY_UNET, call_tool, run_forked_tool
+from support import REPO, TINY_UNET, call_tool, run_forked_ranks, run_forked_tool
 
 HEAVY = ("torch", "torchvision", "albumentations", "tensorboard", "torch.utils.tensorboard")
 
@@ -93,3 +93,17 @@ def test_training_starts_with_start_up_objects_frozen_and_collection_on(tmp_path
     frozen_before = gc.get_freeze_count()
     # main() called in-process (as tests and notebooks do) keeps Python's defaults: nothing frozen
     assert collector_at_start(call_tool, "in_process") == {"enabled": True, "frozen": frozen_before}
+
+
+def test_ddp_wrappers_are_freed_while_the_process_group_is_up(tmp_path):
+    # Frozen objects are out of the collector's reach: the wrappers built at start-up must still
+    # be released in train.py's own clean-up, before it destroys the process group (freed at
+    # interpreter exit instead, gloo's teardown aborted finished ranks).
+    state = tmp_path / "state.json"
+    result = run_forked_ranks(2, "train", "--config", REPO / "configs/segmentation/unet_shapes.yaml", "--work-dir",
+                              tmp_path / "run", *TINY_UNET, "data.train.num_workers=0", "train.max_iters=2",
+                              "train.val_interval=0", "task.model.norm=none", "custom_imports=[probes]",
+                              f"hooks=[{{type: CollectorStateHook, path: '{state}'}}]", folder=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    for rank in (0, 1):
+        assert (tmp_path / f"state.json.freed.r{rank}").read_text() == "True\n", rank  # one wrapper, group up

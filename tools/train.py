@@ -86,6 +86,7 @@ def main(args: argparse.Namespace) -> int:
         # first, so the group is torn down here and not during interpreter shutdown, where
         # gloo's teardown aborted a finished rank with SIGABRT in ~3% of 2-process runs.
         del trainer
+        gc.unfreeze()  # start-up's objects too (startup_done froze them): the trainer is one
         gc.collect()
         destroy_distributed()
 
