@@ -15,7 +15,9 @@
    once with the shipped defaults (`cache: auto`, `num_workers: auto`, `amp.enabled: auto`:
    bfloat16 autocast where the CPU computes it natively, AMX-BF16 or AVX512-BF16, else float32),
    once reading files every step with one worker process, and, where the defaults train in
-   bfloat16, once in float32 (`amp.enabled=false`) against the float32 plain script. Every variant runs
+   bfloat16, once in float32 (`amp.enabled=false`) against the float32 plain script, and the plain
+   script itself under bfloat16 autocast (`--bf16`: what bf16 gives a hand-written loop on this
+   CPU, so the framework's bf16 figure reads against the hardware's). Every variant runs
    per instruction set: `native`, and `avx2` (ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2,
    what an AVX2-only CPU runs; no bf16 there). The plain script runs a second time with glibc's malloc thresholds
    set in its environment as the framework sets them (`malloc_tuning`), so the table shows what
@@ -132,6 +134,8 @@ def variants(case: str, config: Path, data_root: Path, iters: int, work: Path, i
     }
     if isa == "native" and cpu_has_native_bf16():  # the defaults train in bf16 here: float32 too, like for like
         commands["framework, float32 (amp off)"] = [*train, "amp.enabled=false"]
+        # what bf16 gives a hand-written loop on this CPU, to read the framework's bf16 figure against
+        commands["plain script, bf16 autocast"] = [*plain, "--bf16"]
     return commands
 
 

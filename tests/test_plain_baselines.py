@@ -1,10 +1,15 @@
 """The benchmarks' plain scripts train the same networks as the framework, written apart: equal
 parameter counts, output shapes, FLOPs (torch.utils.flop_counter) and layer kinds. Equal
 parameters alone are not enough: a PatchGAN with one stride changed has the same parameters and
-half the FLOPs. And the plain scripts import nothing of the framework's."""
+half the FLOPs. And the plain scripts import nothing of the framework's, and train in float32 or,
+with --bf16, under bfloat16 autocast."""
 
 import ast
 import importlib.util
+import json
+import os
+import subprocess
+import sys
 from collections import Counter
 
 import pytest
@@ -12,6 +17,7 @@ import torch
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
+from benchmarks.folder_data import make_aligned_pairs, make_voc
 from framework.config import load_config, to_plain
 from framework.registry import MODELS
 from support import REPO
@@ -79,3 +85,22 @@ def test_plain_scripts_import_nothing_of_the_framework(script):
         names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
             [node.module or ""] if isinstance(node, ast.ImportFrom) else []
         assert not any(n.split(".")[0] in ("framework", "projects") for n in names), f"{script.name}: {names}"
+
+
+@pytest.mark.parametrize("script", ["segmentation", "pix2pix"])
+def test_plain_scripts_train_in_float32_or_under_bf16_autocast(script, tmp_path):
+    root = make_voc(tmp_path / "data", 8) if script == "segmentation" else make_aligned_pairs(tmp_path / "data", 8)
+
+    def train(*flags):
+        out = tmp_path / f"{script}{''.join(flags)}.pth"
+        result = subprocess.run([sys.executable, PLAIN / f"{script}.py", root, "--iters", "3", "--batch", "4",
+                                 "--window", "1", "--out", out, *flags], cwd=PLAIN, capture_output=True, text=True,
+                                timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
+        assert result.returncode == 0, result.stderr
+        assert len(json.loads(result.stdout.splitlines()[-1])["window_times"]) == 3
+        state = torch.load(out, weights_only=True)
+        return {f"{net}.{k}": v for net, d in state.items() for k, v in d.items()} if script == "pix2pix" else state
+
+    float32, bf16 = train(), train("--bf16")
+    assert all(v.dtype != torch.bfloat16 and torch.isfinite(v).all() for v in bf16.values())  # float32 weights
+    assert any(not torch.equal(float32[k], bf16[k]) for k in float32)  # bf16 rounding changed the training

@@ -4,7 +4,7 @@ the framework's; the benchmark config's architecture) with the paper's losses: D
 and detached fake pairs, then G (D's parameters frozen) with the adversarial and 100 x L1 terms.
 The optimizers are fused, as the framework's default is (the ratio measures the framework).
 
-    python benchmarks/plain/pix2pix.py ROOT --iters 1500 --batch 8 --window 50 --out ckpt.pth
+    python benchmarks/plain/pix2pix.py ROOT --iters 1500 --batch 8 --window 50 --out ckpt.pth [--bf16]
 
 Prints one JSON line: {"window_times": [seconds per iteration, averaged over each window]}.
 """
@@ -49,6 +49,7 @@ def main():
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--window", type=int, default=50)
     parser.add_argument("--out", default=None)
+    parser.add_argument("--bf16", action="store_true", help="forward passes under bfloat16 autocast, losses in float32")
     args = parser.parse_args()
     torch.manual_seed(0)
     inputs, targets = load_pairs(os.path.join(args.root, "train"))
@@ -65,15 +66,18 @@ def main():
             index = order[first:first + args.batch]
             a, b = random_flips(inputs[index], targets[index])
             a, b = a.float() / 127.5 - 1, b.float() / 127.5 - 1
-            fake = G(a)
-            real_logits, fake_logits = D(torch.cat([a, b], 1)), D(torch.cat([a, fake.detach()], 1))
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.bf16):
+                fake = G(a)
+                real_logits, fake_logits = D(torch.cat([a, b], 1)), D(torch.cat([a, fake.detach()], 1))
+            real_logits, fake_logits = real_logits.float(), fake_logits.float()
             loss_d = 0.5 * (bce(real_logits, torch.ones_like(real_logits)) + bce(fake_logits, torch.zeros_like(fake_logits)))
             opt_d.zero_grad(set_to_none=True)
             loss_d.backward()
             opt_d.step()
             set_requires_grad(D, False)
-            logits = D(torch.cat([a, fake], 1))
-            loss_g = bce(logits, torch.ones_like(logits)) + 100 * F.l1_loss(fake, b)
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.bf16):
+                logits = D(torch.cat([a, fake], 1)).float()
+            loss_g = bce(logits, torch.ones_like(logits)) + 100 * F.l1_loss(fake.float(), b)
             opt_g.zero_grad(set_to_none=True)
             loss_g.backward()
             opt_g.step()

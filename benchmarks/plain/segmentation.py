@@ -3,7 +3,7 @@ folder into memory once, then loop over contiguous NCHW tensors with random flip
 cross-entropy on its own U-Net (benchmarks/plain/networks.py: the framework's Quickstart UNet, written apart). The optimizer
 is fused, as the framework's default is, so the ratio measures the framework, not the kernel.
 
-    python benchmarks/plain/segmentation.py ROOT --iters 1000 --batch 16 --window 50 --out ckpt.pth
+    python benchmarks/plain/segmentation.py ROOT --iters 1000 --batch 16 --window 50 --out ckpt.pth [--bf16]
 
 Prints one JSON line: {"window_times": [seconds per iteration, averaged over each window]}.
 """
@@ -45,6 +45,7 @@ def main():
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--window", type=int, default=50)
     parser.add_argument("--out", default=None)
+    parser.add_argument("--bf16", action="store_true", help="the forward pass under bfloat16 autocast, the loss in float32")
     args = parser.parse_args()
     torch.manual_seed(0)
     images, masks = load_voc(args.root)
@@ -58,7 +59,9 @@ def main():
         for first in range(0, len(order) - args.batch + 1, args.batch):
             index = order[first:first + args.batch]
             image, mask = random_flips(images[index], masks[index])
-            loss = F.cross_entropy(model((image.float() - mean) / std), mask, ignore_index=255)
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.bf16):
+                logits = model((image.float() - mean) / std)
+            loss = F.cross_entropy(logits.float(), mask, ignore_index=255)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
