@@ -2,6 +2,7 @@
 no torchvision, albumentations or TensorBoard until something needs them, and the garbage
 collector stays out of the way of start-up."""
 
+import gc
 import json
 import subprocess
 import sys
@@ -85,8 +86,6 @@ def test_training_starts_with_start_up_objects_frozen_and_collection_on(tmp_path
                         **({"folder": tmp_path} if runner is run_forked_tool else {}))
         assert result.returncode == 0, result.stderr
         return json.loads(state.read_text())
-
-    import gc
 
     as_program = collector_at_start(run_forked_tool, "program")
     assert as_program["enabled"] and as_program["frozen"] > 100_000  # torch's modules, the networks
