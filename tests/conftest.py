@@ -131,3 +131,15 @@ def pytest_configure(config):
         import torch
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
         torch.set_num_threads(max(1, cores // workers))  # the cores this process may run on (taskset)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests marked `cuda` are skipped on a machine without a CUDA device (CI's)."""
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA device")
+    for item in items:
+        if item.get_closest_marker("cuda"):
+            item.add_marker(skip)

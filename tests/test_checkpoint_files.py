@@ -54,6 +54,21 @@ def test_atomic_write_creates_the_folders_and_leaves_only_the_final_file(tmp_pat
     assert path.read_bytes() == b"abc" and os.listdir(path.parent) == ["file.bin"]
 
 
+def test_a_saved_state_keeps_its_structure_and_layer_versions(tmp_path):
+    """save_checkpoint moves tensors to the CPU (tests/test_cuda.py checks it from a GPU) and
+    keeps the rest as it was: containers' types and a state_dict's `_metadata` (the layer
+    versions BatchNorm's loading reads)."""
+    network = torch.nn.Sequential(torch.nn.Conv2d(1, 2, 3), torch.nn.BatchNorm2d(2))
+    state = {"task": network.state_dict(), "optim": {"param_groups": [{"params": [0, 1]}]},
+             "pair": (torch.ones(2), 3), "step": 7}
+    ckpt.save_checkpoint(state, tmp_path / "c.pth")
+    loaded = torch.load(tmp_path / "c.pth", weights_only=True)
+    assert type(loaded["task"]) is type(state["task"]) and loaded["task"]._metadata == state["task"]._metadata
+    assert loaded["optim"] == state["optim"] and loaded["step"] == 7 and isinstance(loaded["pair"], tuple)
+    for key, value in state["task"].items():
+        assert torch.equal(loaded["task"][key], value), key
+
+
 def test_a_failed_write_keeps_the_previous_file_and_removes_the_temp_file(tmp_path):
     path = tmp_path / "file.bin"
     path.write_bytes(b"old")

@@ -16,6 +16,7 @@ import torch
 from torch import nn
 
 from framework.config import load_config
+from framework.dist.process_group import choose_backend
 from framework.engine.build import build_trainer
 from support import REPO, free_port, named, run_forked_ranks, run_forked_tool, torchrun_command
 
@@ -54,6 +55,16 @@ def one_process_batch_4(tmp_path_factory):
                              folder=work_dir / "out")
     assert result.returncode == 0, result.stderr
     return final_weights(work_dir)
+
+
+@pytest.mark.parametrize("device, cuda, expected", [
+    ("cpu", True, "gloo"),  # NCCL's collectives refuse CPU tensors, even on a machine with GPUs
+    ("auto", True, "nccl"), ("cuda", True, "nccl"), ("cuda:1", True, "nccl"),
+    ("auto", False, "gloo"), ("cpu", False, "gloo"),
+])
+def test_backend_auto_follows_the_device_the_run_trains_on(device, cuda, expected):
+    assert choose_backend("auto", device, cuda) == expected
+    assert choose_backend("gloo", device, cuda) == "gloo" and choose_backend("nccl", device, cuda) == "nccl"
 
 
 def test_two_processes_equal_one_process_with_double_batch(one_process_batch_4, tmp_path):

@@ -45,6 +45,17 @@ def test_hooks_run_in_priority_order_at_each_stage(tmp_path):
     assert [p for stage, it, p in calls if stage == "before_iter" and it == 0] == [5, 60]
 
 
+@pytest.mark.parametrize("overrides, expected", [
+    (["deterministic=false"], True),  # the default: cuDNN picks the fastest algorithm per shape (CUDA only)
+    (["deterministic=false", "cudnn_benchmark=false"], False),
+    (["deterministic=true"], False),  # its timing-based choice would differ between runs
+])
+def test_cudnn_benchmark_is_on_unless_turned_off_or_deterministic(tmp_path, monkeypatch, overrides, expected):
+    monkeypatch.setattr(torch.backends.cudnn, "benchmark", not expected)  # restored after the test
+    trainer_for(tmp_path, *overrides)
+    assert torch.backends.cudnn.benchmark is expected
+
+
 def test_a_hook_added_between_two_fits_is_called_in_the_second(tmp_path):
     trainer = trainer_for(tmp_path, "train.max_iters=2", "train.val_interval=0")
     trainer.fit()

@@ -63,7 +63,7 @@ def main(args: argparse.Namespace) -> int:
     resuming = bool(args.resume) or auto_resume_enabled(cfg.auto_resume)
     trainer = None
     try:
-        from_slurm = init_distributed(cfg.dist.backend, cfg.dist.timeout)  # the one owner of the process group
+        from_slurm = init_distributed(cfg.dist.backend, cfg.dist.timeout, cfg.device)  # the one owner of the process group
         setup_logging(main_process=is_main())  # the console first: the work dir may be refused
         if from_slurm:
             logging.getLogger("framework").info(

@@ -14,6 +14,7 @@ is refused, never executed, and there is no fallback to unsafe loading.
 
 from __future__ import annotations
 
+import copy
 import logging
 import os
 import pickle
@@ -111,10 +112,33 @@ class _WriteErrors:
         self.file.flush()
 
 
+def on_cpu(obj):
+    """`obj` (nested dicts, lists, tuples) with every tensor moved to the CPU: a checkpoint of a
+    run on a GPU loads with a plain `torch.load` on a machine without one (torch would otherwise
+    restore each tensor to the device it was saved from). Loading puts them back on the run's
+    device (`load_state_dict` copies into the parameters; optimizers move their state to their
+    parameters' device)."""
+    if isinstance(obj, torch.Tensor):
+        return obj.cpu()  # the tensor itself when it is on the CPU already: no copy
+    if isinstance(obj, dict):
+        moved = copy.copy(obj)  # keeps the type and attributes (a state_dict's `_metadata`: layer versions)
+        for key, value in obj.items():
+            moved[key] = on_cpu(value)
+        return moved
+    if isinstance(obj, list):
+        return [on_cpu(value) for value in obj]
+    if isinstance(obj, tuple):
+        values = [on_cpu(value) for value in obj]
+        return type(obj)(*values) if hasattr(obj, "_fields") else tuple(values)
+    return obj
+
+
 def save_checkpoint(state: dict, path: str | os.PathLike) -> None:
-    """Write `state` atomically. A file-system failure (a full disk, a lost mount) is an OSError
-    naming `path` (`error: <path>: No space left on device`, exit status 1); the previous
-    checkpoint and `latest` are intact."""
+    """Write `state` atomically, every tensor on the CPU (`on_cpu`). A file-system failure (a full
+    disk, a lost mount) is an OSError naming `path` (`error: <path>: No space left on device`, exit
+    status 1); the previous checkpoint and `latest` are intact."""
+    state = on_cpu(state)
+
     def write(f) -> None:
         recorder = _WriteErrors(f)
         try:

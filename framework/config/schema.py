@@ -31,6 +31,7 @@ DEFAULTS: dict[str, Any] = {
     "work_dir": None,  # default: work_dirs/<config file name>
     "seed": 0,
     "deterministic": False,  # deterministic algorithms (slower), for exact reproduction
+    "cudnn_benchmark": True,  # CUDA: cuDNN times its algorithms per input shape, keeps the fastest (off with deterministic)
     "device": "auto",  # auto (CUDA when present, else CPU), cpu, cuda, cuda:1
     "custom_imports": [],  # modules imported before anything is built (user registrations)
     "load_from": None,  # weights of the whole task to start from (not a resume): a path or {checkpoint, ...}
@@ -95,7 +96,8 @@ LOAD_SPEC = section({"checkpoint": string, "prefix": string, "rename": mapping, 
 # torch.manual_seed takes < 2**64 and each process adds its rank: a seed fits in int64.
 SEED_MAX = 2**63 - 1
 SCHEMA = section({
-    "work_dir": optional(string), "seed": integer(0, max=SEED_MAX), "deterministic": boolean, "device": string,
+    "work_dir": optional(string), "seed": integer(0, max=SEED_MAX), "deterministic": boolean, "cudnn_benchmark": boolean,
+    "device": string,
     "custom_imports": strings, "load_from": optional(any_of(string, mapping)),
     "auto_resume": one_of(True, False, "auto"),
     "task": node, "data": section({"train": optional(LOADER), "val": optional(LOADER), "test": optional(LOADER)}),

@@ -75,19 +75,29 @@ def launched_by_torchrun() -> bool:
     return int(os.environ.get("WORLD_SIZE", "1")) > 1
 
 
-def init_distributed(backend: str = "auto", timeout_s: float = 1800) -> dict[str, str]:
+def choose_backend(backend: str, device: str, cuda_available: bool) -> str:
+    """`dist.backend`, with `auto` resolved for the config's `device` (see init_distributed)."""
+    if backend != "auto":
+        return backend
+    on_cuda = device.startswith("cuda") or (device == "auto" and cuda_available)
+    return "nccl" if on_cuda else "gloo"
+
+
+def init_distributed(backend: str = "auto", timeout_s: float = 1800, device: str = "auto") -> dict[str, str]:
     """Join the process group torchrun describes in the environment, or srun (Slurm's variables
     turned into torchrun's by `slurm.py`); a no-op in a single process.
 
-    NCCL on CUDA, gloo on CPU; every process uses the device of its LOCAL_RANK. A collective
+    `backend: auto` follows the config's `device`: NCCL when the run trains on CUDA (`auto` on a
+    machine with CUDA, `cuda`, `cuda:N`), gloo otherwise; so `device: cpu` on a GPU machine gets
+    gloo, whose collectives take CPU tensors (NCCL's refuse them). Every process uses the device
+    of its LOCAL_RANK. A collective
     that waits longer than `timeout_s` fails on every rank instead of hanging. Returns the
     variables taken from Slurm (empty when not under srun).
     """
     from_slurm = slurm_to_torch_environment() if not is_distributed() else {}
     if not launched_by_torchrun() or is_distributed():
         return from_slurm
-    if backend == "auto":
-        backend = "nccl" if torch.cuda.is_available() else "gloo"
+    backend = choose_backend(backend, device, torch.cuda.is_available())
     if backend == "nccl":
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
     timeout = datetime.timedelta(seconds=timeout_s)

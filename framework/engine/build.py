@@ -50,6 +50,9 @@ def build_trainer(cfg: DictConfig, work_dir: str, resume: str | bool | None = No
     loggers = build_loggers(plain["loggers"])  # every rank checks the keywords; rank 0 writes
     device = select_device(plain["device"])
     seed_everything(plain["seed"], plain["deterministic"])
+    # Training crops have one size, so cuDNN's per-shape search pays once (a new evaluation size
+    # searches again); deterministic runs need cuDNN's fixed choice. No effect on the CPU.
+    torch.backends.cudnn.benchmark = plain["cudnn_benchmark"] and not plain["deterministic"]
     tune_malloc(plain["malloc_tuning"])
     resume_from = checkpoint_to_resume(work_dir, resume, plain["auto_resume"])
     train_loader, val_loader = build_loaders(plain, device)
@@ -81,6 +84,8 @@ def select_device(spec: str = "auto") -> torch.device:
     local_rank = int(os.environ.get("LOCAL_RANK", 0))
     if spec == "auto":
         spec = f"cuda:{local_rank}" if torch.cuda.is_available() else "cpu"
+    elif spec == "cuda":  # each process its own GPU, as under `auto` (not every rank on the current one)
+        spec = f"cuda:{local_rank}"
     try:
         device = torch.device(spec)
     except RuntimeError as err:
