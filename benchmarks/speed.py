@@ -5,6 +5,7 @@
     python benchmarks/speed.py --quick    # a few minutes: 100 iterations, 2 rounds
     python benchmarks/speed.py --cases pix2pix --rounds 5   # one case only (~20 min)
     python benchmarks/speed.py --isa native        # skip the AVX2 column
+    python benchmarks/speed.py --device cuda --iters 1000 --rounds 2   # on a GPU: training cases only
 
 1. Training: a segmentation case (UNet 16-64 on a 64x64 VOC-layout folder, JPEG + palette PNG,
    batch 16) and a pix2pix case (U-Net G + PatchGAN D on 64x64 A|B JPEG pairs, batch 8). The
@@ -28,6 +29,11 @@
 3. Start-up: `import torch`, `import framework`, `import framework.engine.build` (all that
    tools/train.py imports to train), `tools/train.py --help`, a config error, and the Quickstart
    to the end of its first iteration, against a plain script's first step (benchmarks/plain/first_step.py).
+
+On a GPU (`--device cuda`) the training cases run there (the plain scripts copy each batch from
+pinned memory, cudnn.benchmark on) with four variants: the plain script in float32 and under
+bf16 autocast, the framework's defaults (bf16 autocast on GPUs that support it) and the framework
+in float32; the fixed-cost and start-up blocks, CPU measurements, are left out.
 
 Prints one table and writes everything, with the machine's load, to --json.
 """
@@ -80,13 +86,13 @@ def run_measured(command: list[str]) -> dict:
 # ----------------------------------------------------------------------------- training cases
 
 
-def write_configs(folder: Path, voc: Path, pairs: Path, iters: dict) -> dict[str, Path]:
+def write_configs(folder: Path, voc: Path, pairs: Path, iters: dict, device: str = "cpu") -> dict[str, Path]:
     import yaml
 
     common_train = {"log_interval": WINDOW, "val_interval": 0, "progress_bar": False}
     segmentation = {
         "_base_": [str(REPO / "configs/_base_/default_runtime.yaml"), str(REPO / "configs/_base_/models/unet.yaml")],
-        "device": "cpu",
+        "device": device,
         "channels_last": False,  # the plain script's NCHW
         "task": {"num_classes": 4, "class_names": CLASSES},
         "optim": {"type": "AdamW", "lr": 3.0e-3, "weight_decay": 1.0e-4},
@@ -97,7 +103,7 @@ def write_configs(folder: Path, voc: Path, pairs: Path, iters: dict) -> dict[str
     }
     pix2pix = {
         "_base_": [str(REPO / "projects/pix2pix/configs/pix2pix_shapes.yaml")],
-        "device": "cpu",
+        "device": device,
         "data": {"train": {"dataset": {"type": "AlignedPairs", "root": str(pairs), "pipeline": FLIPS},
                            "batch_size": 8, "num_workers": "auto", "cache": "auto"},  # the defaults, named
                  "val": None},
@@ -113,14 +119,18 @@ def write_configs(folder: Path, voc: Path, pairs: Path, iters: dict) -> dict[str
     return paths
 
 
-def variants(case: str, config: Path, data_root: Path, iters: int, work: Path, isa: str) -> dict[str, list[str]]:
+def variants(case: str, config: Path, data_root: Path, iters: int, work: Path, isa: str,
+             device: str = "cpu") -> dict[str, list[str]]:
     from framework.engine.precision import cpu_has_native_bf16
 
     plain = [*ISA_ENV[isa], sys.executable, str(REPO / f"benchmarks/plain/{case}.py"), str(data_root), "--iters", str(iters),
-             "--window", str(WINDOW), "--out", str(work / f"plain_{case}.pth")]
+             "--window", str(WINDOW), "--out", str(work / f"plain_{case}.pth"), "--device", device]
     # --overwrite: each round is a new run in the same work dir (the previous one is moved aside)
     train = [*ISA_ENV[isa], sys.executable, str(REPO / "tools/train.py"), "--config", str(config), "--work-dir", str(work / case),
              "--overwrite"]
+    if device == "cuda":  # the GPU computes bf16 natively: the defaults train in it
+        return {"plain script": plain, "plain script, bf16 autocast": [*plain, "--bf16"],
+                "framework, shipped defaults": train, "framework, float32 (amp off)": [*train, "amp.enabled=false"]}
     # The framework sets glibc's malloc thresholds (malloc_tuning); the same plain script with
     # those two settings as environment variables shows how much of a difference that is.
     from framework.engine.malloc import MMAP_THRESHOLD, TRIM_THRESHOLD
@@ -203,7 +213,7 @@ def startup(rounds: int, folder: Path) -> dict:
 
 
 def print_table(results: dict) -> None:
-    print(f"\n{results['date']}  {results['cores']} cores, threads {results['threads']}  load {results['load_before']} -> {results['load_after']}  "
+    print(f"\n{results['date']}  {results.get('gpu') or 'CPU'}  {results['cores']} cores, threads {results['threads']}  load {results['load_before']} -> {results['load_after']}  "
           f"{results['rounds']} alternated rounds, medians")
     header = f"{'case':24s} {'variant':30s} {'wall s':>8s} {'x plain':>8s} {'s/iter':>8s} {'x plain':>8s} " \
              f"{'images/s':>9s} {'RSS MB':>8s} {'x plain':>8s}"
@@ -215,11 +225,11 @@ def print_table(results: dict) -> None:
             print(f"{case + ' (' + str(iters) + ')':24s} {name:30s} {row['wall_s']:8.1f} "
                   f"{row['wall_s'] / plain['wall_s']:8.2f} {row['iter_s']:8.4f} {row['iter_s'] / plain['iter_s']:8.2f} "
                   f"{row['images_per_s']:9.1f} {row['rss_mb']:8.0f} {row['rss_mb'] / plain['rss_mb']:8.2f}")
-    for case, row in results["fixed_cost"].items():
+    for case, row in results.get("fixed_cost", {}).items():
         print(f"fixed cost    {case:30s} hand-written {row['handwritten_ms']:.3f} ms/iter, framework "
               f"{row['framework_ms']:.3f} ms/iter: +{row['overhead_ms']:.3f} ms")
-    start = results["startup"]
-    print("start-up      " + ", ".join(f"{name} {seconds:.2f} s" for name, seconds in start.items()))
+    if "startup" in results:
+        print("start-up      " + ", ".join(f"{name} {seconds:.2f} s" for name, seconds in results["startup"].items()))
 
 
 def main() -> None:
@@ -232,38 +242,58 @@ def main() -> None:
     parser.add_argument("--cases", nargs="+", choices=CASES, default=list(CASES), help="training cases to run")
     parser.add_argument("--isa", nargs="+", choices=list(ISA_ENV), default=list(ISA_ENV),
                         help="instruction-set columns (avx2: ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2)")
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                        help="where the training cases run (cuda: training cases only, native column)")
+    parser.add_argument("--iters", type=int, help="iterations of each training case (default 1000 / 1500, quick 100)")
     parser.add_argument("--json", default=str(REPO / "work_dirs/benchmarks/speed.json"))
     args = parser.parse_args()
     global WINDOW
     rounds = args.rounds or (2 if args.quick else 3)
     iters = {"segmentation": 100, "pix2pix": 100} if args.quick else {"segmentation": 1000, "pix2pix": 1500}
+    if args.iters:
+        iters = dict.fromkeys(iters, args.iters)
+    isas = ["native"] if args.device == "cuda" else args.isa
     WINDOW = 20 if args.quick else 50
     if args.threads:
         ENV["OMP_NUM_THREADS"] = str(args.threads)
     from benchmarks.folder_data import make_aligned_pairs, make_voc
 
-    results = {"date": time.strftime("%Y-%m-%d %H:%M"), "cores": len(os.sched_getaffinity(0)),
+    results = {"date": time.strftime("%Y-%m-%d %H:%M"), "device": args.device, "cores": len(os.sched_getaffinity(0)),
                "threads": args.threads or "default",
-               "load_before": round(os.getloadavg()[0], 2), "rounds": rounds, "iters": iters, "training": {}}
+               "gpu": gpu_name(args.device), "load_before": round(os.getloadavg()[0], 2), "rounds": rounds, "iters": iters, "training": {}}
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         voc, pairs = make_voc(folder / "voc", args.images), make_aligned_pairs(folder / "pairs", args.images)
-        configs = write_configs(folder, voc, pairs, iters)
+        configs = write_configs(folder, voc, pairs, iters, args.device)
         for case, root, batch in (("segmentation", voc, 16), ("pix2pix", pairs, 8)):
             if case not in args.cases:
                 continue
-            for isa in args.isa:
-                commands = variants(case, configs[case], root, iters[case], folder, isa)
+            for isa in isas:
+                commands = variants(case, configs[case], root, iters[case], folder, isa, args.device)
                 results["training"][f"{case} {isa}"] = training_case(f"{case} {isa}", commands, batch, rounds)
+        if args.device == "cuda":  # the fixed cost and the start-up are CPU measurements
+            return finish(results, args.json)
         fixed = run_measured([sys.executable, str(REPO / "benchmarks/fixed_cost.py"),
                               "--steps", "200" if args.quick else "500", "--repeats", str(2 * rounds + 1)])
         results["fixed_cost"] = json.loads(fixed["stdout"].strip().splitlines()[-1])
         results["startup"] = startup(2 * rounds + 1, folder)
+    finish(results, args.json)
+
+
+def gpu_name(device: str) -> str | None:
+    if device != "cuda":
+        return None
+    import torch
+
+    return torch.cuda.get_device_name(0)
+
+
+def finish(results: dict, json_path: str) -> None:
     results["load_after"] = round(os.getloadavg()[0], 2)
-    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.json).write_text(json.dumps(results, indent=1))
+    Path(json_path).parent.mkdir(parents=True, exist_ok=True)
+    Path(json_path).write_text(json.dumps(results, indent=1))
     print_table(results)
-    print(f"\nwritten: {args.json}")
+    print(f"\nwritten: {json_path}")
 
 
 if __name__ == "__main__":

@@ -120,3 +120,26 @@ def test_two_cpu_ranks_on_a_machine_with_a_gpu_use_gloo(tmp_path):
                               folder=tmp_path / "out")
     assert result.returncode == 0, result.stderr[-3000:]
     assert "device cpu  processes 2" in result.stdout
+
+
+SHIPPED = sorted(path for path in [*REPO.glob("configs/segmentation/*.yaml"), *REPO.glob("projects/*/configs/*.yaml")]
+                 if path.name != "unet_voc.yaml")  # the one that needs a VOC folder on disk
+SHORT = ["train.max_iters=2", "train.val_interval=2", "train.ckpt_interval=2", "train.log_interval=1",
+         "train.val_at_start=false"]
+NO_DOWNLOAD = ["task.model.encoder_weights=null"]  # nothing is downloaded; random encoder weights
+DECAY_AT_1 = ["optimizers.generators.scheduler.decay_start=1", "optimizers.discriminators.scheduler.decay_start=1"]
+FITTING = {"deeplabv3plus_resnet50_shapes": NO_DOWNLOAD, "encoder_unet_mobilenet_v3_shapes": NO_DOWNLOAD,
+           "encoder_unet_resnet34_shapes": NO_DOWNLOAD, "fpn_resnet50_shapes": NO_DOWNLOAD,
+           "cyclegan_shapes": DECAY_AT_1, "cyclegan_shapes_toolkit": DECAY_AT_1}
+
+
+@pytest.mark.parametrize("deterministic", [False, True])
+@pytest.mark.parametrize("config", SHIPPED, ids=lambda path: path.stem)
+def test_every_shipped_config_trains_on_the_gpu(tmp_path, config, deterministic):
+    """Two iterations and an evaluation on CUDA with the config's own settings (amp auto: bf16),
+    and with `deterministic: true`, where torch refuses any operation that has no deterministic
+    CUDA kernel."""
+    result = run_tool("train", "--config", config, "--work-dir", tmp_path, "device=cuda", *SHORT,
+                      *FITTING.get(config.stem, []), f"deterministic={str(deterministic).lower()}", cwd=REPO)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert (tmp_path / "checkpoints/iter_2.pth").is_file()

@@ -3,7 +3,10 @@ folder into memory once, then loop over contiguous NCHW tensors with random flip
 cross-entropy on its own U-Net (benchmarks/plain/networks.py: the framework's Quickstart UNet, written apart). The optimizer
 is fused, as the framework's default is, so the ratio measures the framework, not the kernel.
 
-    python benchmarks/plain/segmentation.py ROOT --iters 1000 --batch 16 --window 50 --out ckpt.pth [--bf16]
+    python benchmarks/plain/segmentation.py ROOT --iters 1000 --batch 16 --window 50 --out ckpt.pth [--bf16] [--device cuda]
+
+On a GPU (`--device cuda`) it does what such a script does there: flips on the CPU, each batch copied
+from pinned memory with `non_blocking=True`, `cudnn.benchmark` on.
 
 Prints one JSON line: {"window_times": [seconds per iteration, averaged over each window]}.
 """
@@ -46,20 +49,26 @@ def main():
     parser.add_argument("--window", type=int, default=50)
     parser.add_argument("--out", default=None)
     parser.add_argument("--bf16", action="store_true", help="the forward pass under bfloat16 autocast, the loss in float32")
+    parser.add_argument("--device", default="cpu")
     args = parser.parse_args()
+    device = torch.device(args.device)
     torch.manual_seed(0)
+    torch.backends.cudnn.benchmark = True  # no effect on the CPU
     images, masks = load_voc(args.root)
-    model = SegUNet(in_ch=3, classes=4, width=16, levels=3)
+    model = SegUNet(in_ch=3, classes=4, width=16, levels=3).to(device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=1e-4, fused=True)
-    mean = torch.tensor([0.485, 0.456, 0.406]).view(1, 3, 1, 1) * 255
-    std = torch.tensor([0.229, 0.224, 0.225]).view(1, 3, 1, 1) * 255
+    mean = torch.tensor([0.485, 0.456, 0.406], device=device).view(1, 3, 1, 1) * 255
+    std = torch.tensor([0.229, 0.224, 0.225], device=device).view(1, 3, 1, 1) * 255
     windows, it, start = [], 0, time.perf_counter()
     while it < args.iters:
         order = torch.randperm(len(images))
         for first in range(0, len(order) - args.batch + 1, args.batch):
             index = order[first:first + args.batch]
             image, mask = random_flips(images[index], masks[index])
-            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.bf16):
+            if device.type == "cuda":
+                image = image.pin_memory().to(device, non_blocking=True)
+                mask = mask.pin_memory().to(device, non_blocking=True)
+            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=args.bf16):
                 logits = model((image.float() - mean) / std)
             loss = F.cross_entropy(logits.float(), mask, ignore_index=255)
             optimizer.zero_grad(set_to_none=True)
