@@ -56,7 +56,7 @@ DEFAULTS: dict[str, Any] = {
         "dtype": "float16",  # with enabled true: float16 (with a GradScaler) or bfloat16 (no scaler; works on CPU)
     },
     "dist": {
-        "backend": "auto",  # auto: nccl on CUDA, gloo on CPU
+        "backend": "auto",  # auto: nccl when `device` is a GPU (auto with CUDA present, cuda, cuda:N), else gloo
         "timeout": 1800,  # seconds a collective may wait before every rank fails
         "find_unused_parameters": False,  # slow escape hatch for networks that skip layers
         "broadcast_buffers": True,

@@ -90,9 +90,8 @@ def init_distributed(backend: str = "auto", timeout_s: float = 1800, device: str
     `backend: auto` follows the config's `device`: NCCL when the run trains on CUDA (`auto` on a
     machine with CUDA, `cuda`, `cuda:N`), gloo otherwise; so `device: cpu` on a GPU machine gets
     gloo, whose collectives take CPU tensors (NCCL's refuse them). Every process uses the device
-    of its LOCAL_RANK. A collective
-    that waits longer than `timeout_s` fails on every rank instead of hanging. Returns the
-    variables taken from Slurm (empty when not under srun).
+    of its LOCAL_RANK. A collective that waits longer than `timeout_s` fails on every rank
+    instead of hanging. Returns the variables taken from Slurm (empty when not under srun).
     """
     from_slurm = slurm_to_torch_environment() if not is_distributed() else {}
     if not launched_by_torchrun() or is_distributed():
