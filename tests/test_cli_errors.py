@@ -17,7 +17,7 @@ import torch
 
 from framework.data.loader import build_dataloader
 from framework.errors import ConfigError
-from support import REPO, TINY_UNET, call_tool, run_tool
+from support import REPO, TINY_UNET, call_tool, run_forked_ranks, run_tool
 
 CONFIG = REPO / "configs/segmentation/unet_shapes.yaml"
 RUN = [*TINY_UNET, "data.train.num_workers=0", "train.max_iters=2", "train.ckpt_interval=2", "train.val_interval=0"]
@@ -84,6 +84,7 @@ BAD_INPUTS = [
     ("seed-too-large", T("seed=18446744073709551616"), ["seed: expected an integer >= 0 and <= 9223372036854775807, "
                                                         "got 18446744073709551616"], 1),
     ("accumulate-zero", T("train.accumulate=0"), ["train.accumulate", "got 0"], 1),
+    ("device-name", T("device=gpu"), ["device: 'gpu' is not a device (use auto, cpu, cuda or cuda:N)"], 1),
     ("amp-dtype", T("amp.dtype=fp8"), ["amp.dtype: expected 'float16' or 'bfloat16', got 'fp8'"], 1),
     ("auto-resume", T("auto_resume=maybe"), ["auto_resume: expected true or false or 'auto', got 'maybe'"], 1),
     ("best-mode", T("train.best_mode=best"), ["train.best_mode: expected 'max' or 'min', got 'best'"], 1),
@@ -152,6 +153,19 @@ def test_one_sample_on_two_processes_is_a_config_error():
         with pytest.raises(ConfigError, match=r"data.train: 0 samples per process of 1 on 2 processes is fewer "
                                               r"than batch_size 1"):
             build_dataloader(section, "data.train", train=True, rank=rank, world_size=2)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
+def test_a_gpu_asked_for_on_a_machine_without_one_is_a_config_error_on_every_rank(tmp_path):
+    """Under torchrun, `device: cuda` would pick NCCL, whose set-up fails on a machine without
+    CUDA with torch's own error: the device is checked first, one line per rank, nothing written."""
+    result = run_forked_ranks(2, "train", "--config", CONFIG, "--work-dir", tmp_path / "wd", *RUN, "device=cuda",
+                              folder=tmp_path / "out")
+    assert result.exit_codes == [2, 2], result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.strip()]
+    assert errors == ["error: device: 'cuda:0' asked for, but CUDA is not available on this machine",
+                      "error: device: 'cuda:1' asked for, but CUDA is not available on this machine"], result.stderr
+    assert not (tmp_path / "wd").exists()
 
 
 def test_garbage_in_latest_falls_back_to_the_newest_checkpoint(trained, tmp_path):

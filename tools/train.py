@@ -56,13 +56,14 @@ def main(args: argparse.Namespace) -> int:
     cfg = load_config(args.config, args.overrides, notes)
     cfg.work_dir = args.work_dir or cfg.work_dir or default_work_dir(args.config)
     from framework.dist import destroy_distributed, init_distributed, is_main
-    from framework.engine.build import build_trainer
+    from framework.engine.build import build_trainer, select_device
     from framework.engine.resume import auto_resume_enabled
     from framework.engine.workdir import claim_work_dir
 
     resuming = bool(args.resume) or auto_resume_enabled(cfg.auto_resume)
     trainer = None
     try:
+        select_device(cfg.device)  # a device this machine lacks: a config error before NCCL's set-up fails on it
         from_slurm = init_distributed(cfg.dist.backend, cfg.dist.timeout, cfg.device)  # the one owner of the process group
         setup_logging(main_process=is_main())  # the console first: the work dir may be refused
         if from_slurm:
