@@ -8,6 +8,8 @@ torchrun worker die at a given iteration of its first attempt only. `stall_check
 starts writing a checkpoint and hangs halfway, for a test to kill it there. `NaNAtIteration`
 and `InfGradientAtIteration` wrap a loss to make one iteration's loss, or only its gradients,
 non-finite. `CollectorStateHook` writes the garbage collector's state as training starts.
+`UnpoolingNet` is a SegNet-style network (max-pooling indices reused by max-unpooling), whose
+unpooling has no deterministic kernel in torch, on the CPU either.
 """
 
 import gc
@@ -22,7 +24,7 @@ import torch
 from framework.checkpoint import files as ckpt
 from framework.dist import get_rank
 from framework.engine.hooks import Hook
-from framework.registry import HOOKS, LOSSES
+from framework.registry import HOOKS, LOSSES, MODELS
 
 
 @HOOKS.register()
@@ -178,3 +180,20 @@ class CollectorStateHook(Hook):
 def _note_release(marker: Path) -> None:
     with marker.open("a") as out:
         out.write(f"{torch.distributed.is_initialized()}\n")
+
+
+@MODELS.register()
+class UnpoolingNet(torch.nn.Module):
+    """conv -> max-pool (indices) -> conv -> max-unpool -> 1x1 conv to class scores."""
+
+    def __init__(self, in_channels: int = 3, num_classes: int = 2, channels: int = 8):
+        super().__init__()
+        self.encode = torch.nn.Conv2d(in_channels, channels, 3, padding=1)
+        self.middle = torch.nn.Conv2d(channels, channels, 3, padding=1)
+        self.classify = torch.nn.Conv2d(channels, num_classes, 1)
+
+    def forward(self, x):
+        features, indices = torch.nn.functional.max_pool2d(torch.relu(self.encode(x)), 2, return_indices=True)
+        features = torch.nn.functional.max_unpool2d(torch.relu(self.middle(features)), indices, 2,
+                                                    output_size=x.shape[-2:])
+        return self.classify(features)

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from framework.engine.random_state import rng_state, seed_everything, set_rng_state
+from support import REPO, run_forked_tool
 
 
 def draws():
@@ -60,8 +61,9 @@ def test_the_numpy_state_is_stored_as_int64():
 def deterministic_restored():
     before = torch.are_deterministic_algorithms_enabled(), torch.backends.cudnn.deterministic, \
         torch.backends.cudnn.benchmark
+    warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
     yield
-    torch.use_deterministic_algorithms(before[0])
+    torch.use_deterministic_algorithms(before[0], warn_only=warn_only)
     torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = before[1], before[2]
 
 
@@ -74,3 +76,34 @@ def test_deterministic_turns_on_deterministic_algorithms(deterministic_restored,
     assert torch.are_deterministic_algorithms_enabled()
     assert torch.backends.cudnn.deterministic is True and torch.backends.cudnn.benchmark is False
     assert os.environ["CUBLAS_WORKSPACE_CONFIG"] == ":4096:8"
+
+
+def test_deterministic_warn_warns_where_true_refuses_and_false_resets_the_mode(deterministic_restored):
+    """`deterministic: warn` is true's mode with torch's warn_only (an operation without a
+    deterministic kernel runs, with a warning); a later run with `false` in the same process
+    gets torch's defaults back, not the previous run's mode."""
+    seed_everything(0, deterministic="warn")
+    assert torch.are_deterministic_algorithms_enabled() and torch.is_deterministic_algorithms_warn_only_enabled()
+    assert torch.backends.cudnn.deterministic is True
+    seed_everything(0, deterministic=True)
+    assert torch.are_deterministic_algorithms_enabled() and not torch.is_deterministic_algorithms_warn_only_enabled()
+    seed_everything(0)
+    assert not torch.are_deterministic_algorithms_enabled() and torch.backends.cudnn.deterministic is False
+
+
+UNPOOLING_RUN = ["device=cpu", "custom_imports=[probes]", "task.model={type: UnpoolingNet, num_classes: 4}",
+                 "train.max_iters=2", "train.val_interval=0", "data.train.dataset.num_samples=8",
+                 "data.train.batch_size=4", "data.train.num_workers=0"]
+
+
+@pytest.mark.parametrize("mode, trains", [("true", False), ("warn", True)])
+def test_an_operation_without_a_deterministic_kernel_fails_a_deterministic_run_and_warns_under_warn(
+        tmp_path, mode, trains):
+    """Max-unpooling (SegNet's decoder) has no deterministic kernel in torch, on the CPU too, like
+    bilinear upsampling's backward on CUDA: `true` stops the run at it, `warn` trains and names it."""
+    result = run_forked_tool("train", "--config", REPO / "configs/segmentation/unet_shapes.yaml", "--work-dir",
+                             tmp_path / "run", *UNPOOLING_RUN, f"deterministic={mode}", cwd=REPO / "tests",
+                             folder=tmp_path / "out")
+    assert (result.returncode == 0) is trains, result.stderr[-2000:]
+    assert "max_unpooling2d" in result.stderr  # torch's error, or its warning, names the operation
+    assert (tmp_path / "run/checkpoints/iter_2.pth").is_file() is trains

@@ -30,7 +30,7 @@ from framework.config.rules import (
 DEFAULTS: dict[str, Any] = {
     "work_dir": None,  # default: work_dirs/<config file name>
     "seed": 0,
-    "deterministic": False,  # deterministic algorithms (slower), for exact reproduction
+    "deterministic": False,  # deterministic algorithms (slower), for exact reproduction; warn: where torch has none (some CUDA ops), run the op with a warning instead of failing
     "cudnn_benchmark": True,  # CUDA: cuDNN times its algorithms per input shape, keeps the fastest (off with deterministic)
     "device": "auto",  # auto (CUDA when present, else CPU), cpu, cuda, cuda:1
     "custom_imports": [],  # modules imported before anything is built (user registrations)
@@ -96,7 +96,7 @@ LOAD_SPEC = section({"checkpoint": string, "prefix": string, "rename": mapping, 
 # torch.manual_seed takes < 2**64 and each process adds its rank: a seed fits in int64.
 SEED_MAX = 2**63 - 1
 SCHEMA = section({
-    "work_dir": optional(string), "seed": integer(0, max=SEED_MAX), "deterministic": boolean, "cudnn_benchmark": boolean,
+    "work_dir": optional(string), "seed": integer(0, max=SEED_MAX), "deterministic": one_of(True, False, "warn"), "cudnn_benchmark": boolean,
     "device": string,
     "custom_imports": strings, "load_from": optional(any_of(string, mapping)),
     "auto_resume": one_of(True, False, "auto"),

@@ -15,17 +15,25 @@ import torch
 from framework.dist import get_rank
 
 
-def seed_everything(seed: int, deterministic: bool = False) -> None:
-    """Seed python, numpy and torch, offset by rank so processes do not draw the same numbers."""
+def seed_everything(seed: int, deterministic: bool | str = False) -> None:
+    """Seed python, numpy and torch, offset by rank so processes do not draw the same numbers,
+    and set torch's deterministic mode for `deterministic`:
+    - true: deterministic algorithms only; torch raises at an operation that has none (on CUDA,
+      e.g. the backward of bilinear upsampling or adaptive average pooling);
+    - "warn": the same, but such an operation runs its nondeterministic kernel with a warning
+      naming it (the run trains; it is exact except for those operations);
+    - false: torch's defaults.
+    The mode is set either way, so a second run in the same process (a notebook, a test) does
+    not keep the first one's."""
     seed = seed + get_rank()
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
     if deterministic:
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-        torch.use_deterministic_algorithms(True)
-        torch.backends.cudnn.deterministic = True
         torch.backends.cudnn.benchmark = False
+    torch.use_deterministic_algorithms(bool(deterministic), warn_only=deterministic == "warn")
+    torch.backends.cudnn.deterministic = bool(deterministic)
 
 
 def rng_state() -> dict:
