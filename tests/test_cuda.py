@@ -9,7 +9,7 @@ machine without one (tests/conftest.py); `pytest -m cuda` runs them alone.
 - Data: pinned batches and worker processes by default when the run trains on CUDA.
 - Processes: `device: cpu` on a machine with a GPU gets gloo (NCCL refuses CPU tensors), and
   `device: cuda` names each rank's own GPU.
-- Every shipped config trains two iterations on the GPU.
+- Every shipped config trains two iterations on the GPU, also with `deterministic: warn`.
 
 pytest.ini's `--dist loadfile` gives this whole file to one xdist worker: on a GPU machine,
 `pytest -m cuda -n 0` says the same with less start-up.
@@ -137,12 +137,13 @@ FITTING = {"deeplabv3plus_resnet50_shapes": NO_DOWNLOAD, "encoder_unet_mobilenet
            "cyclegan_shapes": DECAY_AT_1, "cyclegan_shapes_toolkit": DECAY_AT_1}
 
 
+@pytest.mark.parametrize("deterministic", ["false", "warn"])
 @pytest.mark.parametrize("config", SHIPPED, ids=lambda path: path.stem)
-def test_every_shipped_config_trains_on_the_gpu(tmp_path, config):
-    """Two iterations and an evaluation on CUDA with the config's own settings (amp auto: bf16).
-    Not with `deterministic: true`: on an H100 (torch 2.11) DeepLabV3, DeepLabV3+ and the
-    MobileNetV3 UNet failed with it (docs/checkpoints.md, "Exact on the GPU")."""
+def test_every_shipped_config_trains_on_the_gpu(tmp_path, config, deterministic):
+    """Two iterations and an evaluation on CUDA with the config's own settings (amp auto: bf16),
+    and with `deterministic: warn`. Not with `true`: on an H100 (torch 2.11) DeepLabV3, DeepLabV3+
+    and the MobileNetV3 UNet failed with it (docs/checkpoints.md, "Exact on the GPU")."""
     result = run_tool("train", "--config", config, "--work-dir", tmp_path, "device=cuda", *SHORT,
-                      *FITTING.get(config.stem, []), cwd=REPO)
+                      *FITTING.get(config.stem, []), f"deterministic={deterministic}", cwd=REPO)
     assert result.returncode == 0, result.stderr[-3000:]
     assert (tmp_path / "checkpoints/iter_2.pth").is_file()
