@@ -6,6 +6,7 @@
     python benchmarks/speed.py --cases pix2pix --rounds 5   # one case only (~20 min)
     python benchmarks/speed.py --isa native        # skip the AVX2 column
     python benchmarks/speed.py --device cuda --iters 1000 --rounds 2   # on a GPU: training cases only
+    python benchmarks/speed.py --device cuda --size 256 --images 100   # larger images (a multiple of 64)
 
 1. Training: a segmentation case (UNet 16-64 on a 64x64 VOC-layout folder, JPEG + palette PNG,
    batch 16) and a pix2pix case (U-Net G + PatchGAN D on 64x64 A|B JPEG pairs, batch 8). The
@@ -213,7 +214,7 @@ def startup(rounds: int, folder: Path) -> dict:
 
 
 def print_table(results: dict) -> None:
-    print(f"\n{results['date']}  {results.get('gpu') or 'CPU'}  {results['cores']} cores, threads {results['threads']}  load {results['load_before']} -> {results['load_after']}  "
+    print(f"\n{results['date']}  {results.get('gpu') or 'CPU'}  {results.get('image_size', 64)}px  {results['cores']} cores, threads {results['threads']}  load {results['load_before']} -> {results['load_after']}  "
           f"{results['rounds']} alternated rounds, medians")
     header = f"{'case':24s} {'variant':30s} {'wall s':>8s} {'x plain':>8s} {'s/iter':>8s} {'x plain':>8s} " \
              f"{'images/s':>9s} {'RSS MB':>8s} {'x plain':>8s}"
@@ -237,6 +238,8 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="100 iterations per case, 2 rounds")
     parser.add_argument("--rounds", type=int, help="alternated rounds (default 3, quick 2)")
     parser.add_argument("--images", type=int, default=300, help="images per generated dataset")
+    parser.add_argument("--size", type=int, default=64,
+                        help="side of the generated images (a multiple of 64: pix2pix's U-Net halves it 6 times)")
     parser.add_argument("--threads", type=int, help="OMP_NUM_THREADS for every process (default: torch's, "
                         "one per core); 1 keeps the figures meaningful on a machine other jobs load")
     parser.add_argument("--cases", nargs="+", choices=CASES, default=list(CASES), help="training cases to run")
@@ -247,6 +250,8 @@ def main() -> None:
     parser.add_argument("--iters", type=int, help="iterations of each training case (default 1000 / 1500, quick 100)")
     parser.add_argument("--json", default=str(REPO / "work_dirs/benchmarks/speed.json"))
     args = parser.parse_args()
+    if args.size < 64 or args.size % 64:
+        parser.error(f"--size: a multiple of 64, got {args.size}")
     global WINDOW
     rounds = args.rounds or (2 if args.quick else 3)
     iters = {"segmentation": 100, "pix2pix": 100} if args.quick else {"segmentation": 1000, "pix2pix": 1500}
@@ -259,11 +264,12 @@ def main() -> None:
     from benchmarks.folder_data import make_aligned_pairs, make_voc
 
     results = {"date": time.strftime("%Y-%m-%d %H:%M"), "device": args.device, "cores": len(os.sched_getaffinity(0)),
-               "threads": args.threads or "default",
+               "threads": args.threads or "default", "image_size": args.size,
                "gpu": gpu_name(args.device), "load_before": round(os.getloadavg()[0], 2), "rounds": rounds, "iters": iters, "training": {}}
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        voc, pairs = make_voc(folder / "voc", args.images), make_aligned_pairs(folder / "pairs", args.images)
+        voc = make_voc(folder / "voc", args.images, args.size)
+        pairs = make_aligned_pairs(folder / "pairs", args.images, args.size)
         configs = write_configs(folder, voc, pairs, iters, args.device)
         for case, root, batch in (("segmentation", voc, 16), ("pix2pix", pairs, 8)):
             if case not in args.cases:
