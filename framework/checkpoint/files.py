@@ -117,7 +117,8 @@ def on_cpu(obj):
     run on a GPU loads with a plain `torch.load` on a machine without one (torch would otherwise
     restore each tensor to the device it was saved from). Loading puts them back on the run's
     device (`load_state_dict` copies into the parameters; optimizers move their state to their
-    parameters' device)."""
+    parameters' device). Not engine's `move_to_device`: that one copies asynchronously and
+    rebuilds dicts as plain ones, losing a state_dict's `_metadata`."""
     if isinstance(obj, torch.Tensor):
         return obj.cpu()  # the tensor itself when it is on the CPU already: no copy
     if isinstance(obj, dict):
