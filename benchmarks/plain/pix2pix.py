@@ -13,6 +13,7 @@ Prints one JSON line: {"window_times": [seconds per iteration, averaged over eac
 """
 
 import argparse
+import itertools
 import json
 import os
 import time
@@ -45,6 +46,48 @@ def set_requires_grad(network, flag):
         p.requires_grad_(flag)
 
 
+def build(root, device, seed=0):
+    """The decoded pairs, the two networks and their optimizers."""
+    torch.manual_seed(seed)
+    inputs, targets = load_pairs(os.path.join(root, "train"))
+    # the networks of projects/pix2pix/configs/pix2pix_shapes.yaml (instance norm), written apart
+    G = gan_init(SkipBlockGenerator(in_ch=3, out_ch=3, width=16, downs=6)).to(device)
+    D = gan_init(PatchDiscriminator(in_ch=6, width=16, layers=3)).to(device)
+    opt_g = torch.optim.Adam(G.parameters(), lr=5e-4, betas=(0.5, 0.999), fused=True)
+    opt_d = torch.optim.Adam(D.parameters(), lr=5e-4, betas=(0.5, 0.999), fused=True)
+    return inputs, targets, G, D, opt_g, opt_d
+
+
+def training_steps(inputs, targets, G, D, opt_g, opt_d, batch, device, bf16=False):
+    """Train for ever, epoch after epoch; yields (loss_d, loss_g) after each iteration."""
+    bce = F.binary_cross_entropy_with_logits
+    while True:
+        order = torch.randperm(len(inputs))
+        for first in range(0, len(order) - batch + 1, batch):
+            index = order[first:first + batch]
+            a, b = random_flips(inputs[index], targets[index])
+            if device.type == "cuda":
+                a, b = a.pin_memory().to(device, non_blocking=True), b.pin_memory().to(device, non_blocking=True)
+            a, b = a.float() / 127.5 - 1, b.float() / 127.5 - 1
+            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
+                fake = G(a)
+                real_logits, fake_logits = D(torch.cat([a, b], 1)), D(torch.cat([a, fake.detach()], 1))
+            real_logits, fake_logits = real_logits.float(), fake_logits.float()
+            loss_d = 0.5 * (bce(real_logits, torch.ones_like(real_logits)) + bce(fake_logits, torch.zeros_like(fake_logits)))
+            opt_d.zero_grad(set_to_none=True)
+            loss_d.backward()
+            opt_d.step()
+            set_requires_grad(D, False)
+            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
+                logits = D(torch.cat([a, fake], 1)).float()
+            loss_g = bce(logits, torch.ones_like(logits)) + 100 * F.l1_loss(fake.float(), b)
+            opt_g.zero_grad(set_to_none=True)
+            loss_g.backward()
+            opt_g.step()
+            set_requires_grad(D, True)
+            yield loss_d, loss_g
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("root")
@@ -56,47 +99,15 @@ def main():
     parser.add_argument("--device", default="cpu")
     args = parser.parse_args()
     device = torch.device(args.device)
-    torch.manual_seed(0)
     torch.backends.cudnn.benchmark = True  # no effect on the CPU
-    inputs, targets = load_pairs(os.path.join(args.root, "train"))
-    # the networks of projects/pix2pix/configs/pix2pix_shapes.yaml (instance norm), written apart
-    G = gan_init(SkipBlockGenerator(in_ch=3, out_ch=3, width=16, downs=6)).to(device)
-    D = gan_init(PatchDiscriminator(in_ch=6, width=16, layers=3)).to(device)
-    opt_g = torch.optim.Adam(G.parameters(), lr=5e-4, betas=(0.5, 0.999), fused=True)
-    opt_d = torch.optim.Adam(D.parameters(), lr=5e-4, betas=(0.5, 0.999), fused=True)
-    bce = F.binary_cross_entropy_with_logits
-    windows, it, start = [], 0, time.perf_counter()
-    while it < args.iters:
-        order = torch.randperm(len(inputs))
-        for first in range(0, len(order) - args.batch + 1, args.batch):
-            index = order[first:first + args.batch]
-            a, b = random_flips(inputs[index], targets[index])
-            if device.type == "cuda":
-                a, b = a.pin_memory().to(device, non_blocking=True), b.pin_memory().to(device, non_blocking=True)
-            a, b = a.float() / 127.5 - 1, b.float() / 127.5 - 1
-            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=args.bf16):
-                fake = G(a)
-                real_logits, fake_logits = D(torch.cat([a, b], 1)), D(torch.cat([a, fake.detach()], 1))
-            real_logits, fake_logits = real_logits.float(), fake_logits.float()
-            loss_d = 0.5 * (bce(real_logits, torch.ones_like(real_logits)) + bce(fake_logits, torch.zeros_like(fake_logits)))
-            opt_d.zero_grad(set_to_none=True)
-            loss_d.backward()
-            opt_d.step()
-            set_requires_grad(D, False)
-            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=args.bf16):
-                logits = D(torch.cat([a, fake], 1)).float()
-            loss_g = bce(logits, torch.ones_like(logits)) + 100 * F.l1_loss(fake.float(), b)
-            opt_g.zero_grad(set_to_none=True)
-            loss_g.backward()
-            opt_g.step()
-            set_requires_grad(D, True)
-            it += 1
-            if it % args.window == 0:
-                loss_d.item(), loss_g.item()  # the log line's host syncs
-                windows.append((time.perf_counter() - start) / args.window)
-                start = time.perf_counter()
-            if it == args.iters:
-                break
+    inputs, targets, G, D, opt_g, opt_d = build(args.root, device)
+    steps = training_steps(inputs, targets, G, D, opt_g, opt_d, args.batch, device, args.bf16)
+    windows, start = [], time.perf_counter()
+    for it, (loss_d, loss_g) in enumerate(itertools.islice(steps, args.iters), 1):
+        if it % args.window == 0:
+            loss_d.item(), loss_g.item()  # the log line's host syncs
+            windows.append((time.perf_counter() - start) / args.window)
+            start = time.perf_counter()
     if args.out:
         torch.save({"G": G.state_dict(), "D": D.state_dict()}, args.out)
     print(json.dumps({"window_times": windows}))

@@ -12,6 +12,7 @@ Prints one JSON line: {"window_times": [seconds per iteration, averaged over eac
 """
 
 import argparse
+import itertools
 import json
 import os
 import time
@@ -41,6 +42,36 @@ def random_flips(images, masks):
     return images, masks
 
 
+def build(root, device, seed=0):
+    """The decoded folder, the network and its optimizer."""
+    torch.manual_seed(seed)
+    images, masks = load_voc(root)
+    model = SegUNet(in_ch=3, classes=4, width=16, levels=3).to(device)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=1e-4, fused=True)
+    return images, masks, model, optimizer
+
+
+def training_steps(images, masks, model, optimizer, batch, device, bf16=False):
+    """Train for ever, epoch after epoch; yields the loss after each iteration."""
+    mean = torch.tensor([0.485, 0.456, 0.406], device=device).view(1, 3, 1, 1) * 255
+    std = torch.tensor([0.229, 0.224, 0.225], device=device).view(1, 3, 1, 1) * 255
+    while True:
+        order = torch.randperm(len(images))
+        for first in range(0, len(order) - batch + 1, batch):
+            index = order[first:first + batch]
+            image, mask = random_flips(images[index], masks[index])
+            if device.type == "cuda":
+                image = image.pin_memory().to(device, non_blocking=True)
+                mask = mask.pin_memory().to(device, non_blocking=True)
+            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
+                logits = model((image.float() - mean) / std)
+            loss = F.cross_entropy(logits.float(), mask, ignore_index=255)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            yield loss
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("root")
@@ -52,35 +83,15 @@ def main():
     parser.add_argument("--device", default="cpu")
     args = parser.parse_args()
     device = torch.device(args.device)
-    torch.manual_seed(0)
     torch.backends.cudnn.benchmark = True  # no effect on the CPU
-    images, masks = load_voc(args.root)
-    model = SegUNet(in_ch=3, classes=4, width=16, levels=3).to(device)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=1e-4, fused=True)
-    mean = torch.tensor([0.485, 0.456, 0.406], device=device).view(1, 3, 1, 1) * 255
-    std = torch.tensor([0.229, 0.224, 0.225], device=device).view(1, 3, 1, 1) * 255
-    windows, it, start = [], 0, time.perf_counter()
-    while it < args.iters:
-        order = torch.randperm(len(images))
-        for first in range(0, len(order) - args.batch + 1, args.batch):
-            index = order[first:first + args.batch]
-            image, mask = random_flips(images[index], masks[index])
-            if device.type == "cuda":
-                image = image.pin_memory().to(device, non_blocking=True)
-                mask = mask.pin_memory().to(device, non_blocking=True)
-            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=args.bf16):
-                logits = model((image.float() - mean) / std)
-            loss = F.cross_entropy(logits.float(), mask, ignore_index=255)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            optimizer.step()
-            it += 1
-            if it % args.window == 0:
-                loss.item()  # the log line's host sync
-                windows.append((time.perf_counter() - start) / args.window)
-                start = time.perf_counter()
-            if it == args.iters:
-                break
+    images, masks, model, optimizer = build(args.root, device)
+    steps = training_steps(images, masks, model, optimizer, args.batch, device, args.bf16)
+    windows, start = [], time.perf_counter()
+    for it, loss in enumerate(itertools.islice(steps, args.iters), 1):
+        if it % args.window == 0:
+            loss.item()  # the log line's host sync
+            windows.append((time.perf_counter() - start) / args.window)
+            start = time.perf_counter()
     if args.out:
         torch.save(model.state_dict(), args.out)
     print(json.dumps({"window_times": windows}))

@@ -1,0 +1,133 @@
+"""The framework's training loop against the plain script's, in one process: per-iteration time.
+
+Whole processes on a shared 2-core machine differ by 10-25% from one run to the next
+(docs/performance.md), too much to settle whether the framework is within 3% of a plain
+script. In one process the machine's drift hits both loops alike. Blocks of iterations
+alternate between
+- the plain script's loop (benchmarks/plain/<case>.py: `build` + `training_steps`, its folder
+  decoded into memory, its own networks), with the loss read every 50 iterations as its log does;
+- the framework's Trainer built from the config benchmarks/speed.py runs (`build_trainer` +
+  `fit`: the real loader with `cache: auto` and `num_workers: auto`, flips reseeded per sample,
+  hooks, the log line and TensorBoard every 50 iterations), in float32 (`amp.enabled=false`)
+  unless `--bf16` puts both under bfloat16 autocast;
+and each round's ratio (framework / plain seconds per iteration) is printed, then the medians.
+Start-up and the end of a run are not in these figures (speed.py's start-up block measures
+them), nor is anything set per process: glibc's malloc thresholds, which the framework sets
+(`malloc_tuning`), apply to both loops here.
+
+    python benchmarks/in_process.py --case pix2pix --isa avx2 --block 100 --rounds 8
+    python benchmarks/in_process.py --case segmentation --bf16
+    python benchmarks/in_process.py --case pix2pix data.train.cache=null   # framework overrides
+
+`--isa avx2` runs the process with ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 (what an
+AVX2-only CPU runs). Prints one JSON line at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import logging
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+AVX2_ENV = {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
+BATCH = {"segmentation": 16, "pix2pix": 8}
+
+
+def plain_loop(case: str, root: Path, bf16: bool):
+    """The plain script's training steps (a generator) and its log interval."""
+    sys.path.insert(0, str(REPO / "benchmarks/plain"))  # as the plain scripts run: `from networks import ...`
+    import importlib
+
+    import torch
+
+    script = importlib.import_module(case)
+    state = script.build(str(root), torch.device("cpu"))
+    return script.training_steps(*state, BATCH[case], torch.device("cpu"), bf16)
+
+
+def framework_trainer(config: Path, overrides: list[str], work_dir: str):
+    from framework.config import load_config
+    from framework.engine.build import build_trainer
+    from framework.engine.cli import setup_logging
+
+    cfg = load_config(config, overrides)
+    setup_logging(None)
+    logging.getLogger("framework").setLevel(logging.WARNING)  # the log lines are made, not printed
+    trainer = build_trainer(cfg, work_dir)
+    trainer.max_iters = 0
+    return trainer
+
+
+def time_plain(steps, count: int, done: int, window: int) -> float:
+    start = time.perf_counter()
+    for it, losses in enumerate(itertools.islice(steps, count), done + 1):
+        if it % window == 0:  # the plain script's log: a host sync on its losses
+            [loss.item() for loss in (losses if isinstance(losses, tuple) else (losses,))]
+    return (time.perf_counter() - start) / count
+
+
+def time_framework(trainer, count: int) -> float:
+    trainer.max_iters += count
+    start = time.perf_counter()
+    trainer.fit()
+    return (time.perf_counter() - start) / count
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--case", choices=sorted(BATCH), default="pix2pix")
+    parser.add_argument("--isa", choices=["native", "avx2"], default="native")
+    parser.add_argument("--bf16", action="store_true", help="both loops under bfloat16 autocast")
+    parser.add_argument("--block", type=int, default=100, help="iterations per block")
+    parser.add_argument("--rounds", type=int, default=6, help="alternated pairs of blocks, after one of warm-up")
+    parser.add_argument("--images", type=int, default=300)
+    parser.add_argument("overrides", nargs="*", help="key=value overrides of the framework's config")
+    args = parser.parse_args()
+    if args.isa == "avx2" and any(os.environ.get(k) != v for k, v in AVX2_ENV.items()):
+        # read by torch and oneDNN when they load: the process starts again with them set
+        os.execve(sys.executable, [sys.executable, *sys.argv], {**os.environ, **AVX2_ENV})
+
+    import torch
+
+    from benchmarks.folder_data import make_aligned_pairs, make_voc
+    from benchmarks.speed import WINDOW, write_configs
+
+    precision = ["amp.enabled=true", "amp.dtype=bfloat16"] if args.bf16 else ["amp.enabled=false"]
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        roots = {"segmentation": make_voc(folder / "voc", args.images), "pix2pix": make_aligned_pairs(folder / "pairs", args.images)}
+        configs = write_configs(folder, roots["segmentation"], roots["pix2pix"], dict.fromkeys(BATCH, 10**9))
+        # the work dir's checkpoint at the end of fit: never (max_iters is only reached block by block)
+        trainer = framework_trainer(configs[args.case], [*precision, "train.ckpt_interval=0", *args.overrides],
+                                    str(folder / "work"))
+        steps = plain_loop(args.case, roots[args.case], args.bf16)
+        time_plain(steps, args.block, 0, WINDOW), time_framework(trainer, args.block)  # warm-up
+        plain, ours = [], []
+        for round_ in range(1, args.rounds + 1):
+            plain.append(time_plain(steps, args.block, round_ * args.block, WINDOW))
+            ours.append(time_framework(trainer, args.block))
+            print(f"{time.strftime('%H:%M:%S')}  round {round_}/{args.rounds}: plain {plain[-1] * 1e3:.2f} ms/iter, "
+                  f"framework {ours[-1] * 1e3:.2f} ms/iter, x{ours[-1] / plain[-1]:.3f}", flush=True)
+    ratios = [o / p for o, p in zip(ours, plain)]
+    result = {"case": args.case, "isa": args.isa, "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+              "precision": "bfloat16" if args.bf16 else "float32", "threads": torch.get_num_threads(),
+              "block": args.block, "rounds": args.rounds, "overrides": args.overrides,
+              "plain_ms": statistics.median(plain) * 1e3, "framework_ms": statistics.median(ours) * 1e3,
+              "ratio_median": statistics.median(ratios), "ratio_min": min(ratios), "ratio_max": max(ratios)}
+    print(f"{args.case}, {result['precision']}, {result['cpu_capability']}: plain {result['plain_ms']:.2f} ms/iter, "
+          f"framework {result['framework_ms']:.2f} ms/iter; ratio median x{result['ratio_median']:.3f} "
+          f"({result['ratio_min']:.3f} to {result['ratio_max']:.3f})")
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
