@@ -15,7 +15,7 @@ Start-up and the end of a run are not in these figures (speed.py's start-up bloc
 them), nor is anything set per process: glibc's malloc thresholds, which the framework sets
 (`malloc_tuning`), apply to both loops here.
 
-    python benchmarks/in_process.py --case pix2pix --isa avx2 --block 100 --rounds 8
+    python benchmarks/in_process.py --case pix2pix --isa avx2 --block 25 --rounds 40
     python benchmarks/in_process.py --case segmentation --bf16
     python benchmarks/in_process.py --case pix2pix data.train.cache=null   # framework overrides
 
@@ -67,12 +67,13 @@ def framework_trainer(config: Path, overrides: list[str], work_dir: str):
     return trainer
 
 
-def time_plain(steps, count: int, done: int, window: int) -> float:
-    start = time.perf_counter()
-    for it, losses in enumerate(itertools.islice(steps, count), done + 1):
-        if it % window == 0:  # the plain script's log: a host sync on its losses
+def time_plain(steps, count: int, done: int, window: int) -> tuple[float, int]:
+    """Seconds per iteration over the next `count` steps, and how many steps ran."""
+    start, ran = time.perf_counter(), 0
+    for ran, losses in enumerate(itertools.islice(steps, count), 1):
+        if (done + ran) % window == 0:  # the plain script's log: a host sync on its losses
             [loss.item() for loss in (losses if isinstance(losses, tuple) else (losses,))]
-    return (time.perf_counter() - start) / count
+    return (time.perf_counter() - start) / count, ran
 
 
 def time_framework(trainer, count: int) -> float:
@@ -87,9 +88,10 @@ def main() -> None:
     parser.add_argument("--case", choices=sorted(BATCH), default="pix2pix")
     parser.add_argument("--isa", choices=["native", "avx2"], default="native")
     parser.add_argument("--bf16", action="store_true", help="both loops under bfloat16 autocast")
-    parser.add_argument("--block", type=int, default=100, help="iterations per block")
-    parser.add_argument("--rounds", type=int, default=6, help="alternated pairs of blocks, after one of warm-up")
+    parser.add_argument("--block", type=int, default=25, help="iterations per block (short blocks: the machine drifts less within a pair)")
+    parser.add_argument("--rounds", type=int, default=40, help="alternated pairs of blocks, after one of warm-up")
     parser.add_argument("--images", type=int, default=300)
+    parser.add_argument("--verbose", action="store_true", help="print every round")
     parser.add_argument("overrides", nargs="*", help="key=value overrides of the framework's config")
     args = parser.parse_args()
     if args.isa == "avx2" and any(os.environ.get(k) != v for k, v in AVX2_ENV.items()):
@@ -110,17 +112,22 @@ def main() -> None:
         trainer = framework_trainer(configs[args.case], [*precision, "train.ckpt_interval=0", *args.overrides],
                                     str(folder / "work"))
         steps = plain_loop(args.case, roots[args.case], args.bf16)
-        time_plain(steps, args.block, 0, WINDOW), time_framework(trainer, args.block)  # warm-up
+        _, plain_iters = time_plain(steps, args.block, 0, WINDOW)  # warm-up
+        time_framework(trainer, args.block)
         plain, ours = [], []
         for round_ in range(1, args.rounds + 1):
-            plain.append(time_plain(steps, args.block, round_ * args.block, WINDOW))
+            seconds, ran = time_plain(steps, args.block, plain_iters, WINDOW)
+            plain.append(seconds)
+            plain_iters += ran
             ours.append(time_framework(trainer, args.block))
-            print(f"{time.strftime('%H:%M:%S')}  round {round_}/{args.rounds}: plain {plain[-1] * 1e3:.2f} ms/iter, "
-                  f"framework {ours[-1] * 1e3:.2f} ms/iter, x{ours[-1] / plain[-1]:.3f}", flush=True)
+            if args.verbose:
+                print(f"{time.strftime('%H:%M:%S')}  round {round_}/{args.rounds}: plain {plain[-1] * 1e3:.2f} ms/iter, "
+                      f"framework {ours[-1] * 1e3:.2f} ms/iter, x{ours[-1] / plain[-1]:.3f}", flush=True)
     ratios = [o / p for o, p in zip(ours, plain)]
     result = {"case": args.case, "isa": args.isa, "cpu_capability": torch.backends.cpu.get_cpu_capability(),
               "precision": "bfloat16" if args.bf16 else "float32", "threads": torch.get_num_threads(),
               "block": args.block, "rounds": args.rounds, "overrides": args.overrides,
+              "iterations": {"plain": plain_iters, "framework": trainer.iter},  # warm-up included
               "plain_ms": statistics.median(plain) * 1e3, "framework_ms": statistics.median(ours) * 1e3,
               "ratio_median": statistics.median(ratios), "ratio_min": min(ratios), "ratio_max": max(ratios)}
     print(f"{args.case}, {result['precision']}, {result['cpu_capability']}: plain {result['plain_ms']:.2f} ms/iter, "

@@ -104,3 +104,17 @@ def test_plain_scripts_train_in_float32_or_under_bf16_autocast(script, tmp_path)
     float32, bf16 = train(), train("--bf16")
     assert all(v.dtype != torch.bfloat16 and torch.isfinite(v).all() for v in bf16.values())  # float32 weights
     assert any(not torch.equal(float32[k], bf16[k]) for k in float32)  # bf16 rounding changed the training
+
+
+@pytest.mark.parametrize("case", ["segmentation", "pix2pix"])
+def test_in_process_benchmark_trains_both_loops_alike(case):
+    # benchmarks/in_process.py drives the plain script's loop and the framework's Trainer block by
+    # block; each must really train every block's iterations, or its time per iteration is not one.
+    result = subprocess.run([sys.executable, REPO / "benchmarks/in_process.py", "--case", case, "--block", "2",
+                             "--rounds", "2", "--images", "16"], cwd=REPO, capture_output=True, text=True,
+                            timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert result.returncode == 0, result.stderr
+    figures = json.loads(result.stdout.splitlines()[-1])
+    assert figures["iterations"] == {"plain": 6, "framework": 6}  # warm-up block + 2 rounds of 2
+    assert figures["precision"] == "float32" and figures["plain_ms"] > 0 and figures["framework_ms"] > 0
+    assert figures["ratio_min"] <= figures["ratio_median"] <= figures["ratio_max"]
