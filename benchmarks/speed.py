@@ -36,7 +36,9 @@ pinned memory, cudnn.benchmark on) with four variants: the plain script in float
 bf16 autocast, the framework's defaults (bf16 autocast on GPUs that support it) and the framework
 in float32; the fixed-cost and start-up blocks, CPU measurements, are left out.
 
-Prints one table and writes everything, with the machine's load, to --json.
+Prints one table and writes everything, with the machine's load, to --json. Whole processes on a
+shared machine vary by 10-25% run to run; for differences of a few percent,
+benchmarks/in_process.py times the same two training loops in one process.
 """
 
 from __future__ import annotations
