@@ -18,6 +18,7 @@ them), nor is anything set per process: glibc's malloc thresholds, which the fra
     python benchmarks/in_process.py --case pix2pix --isa avx2 --block 25 --rounds 40
     python benchmarks/in_process.py --case segmentation --bf16
     python benchmarks/in_process.py --case pix2pix data.train.cache=null   # framework overrides
+    python benchmarks/in_process.py --case pix2pix amp.enabled=auto   # the shipped precision vs plain float32
 
 `--isa avx2` runs the process with ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 (what an
 AVX2-only CPU runs). Prints one JSON line at the end.
@@ -125,13 +126,15 @@ def main() -> None:
                       f"framework {ours[-1] * 1e3:.2f} ms/iter, x{ours[-1] / plain[-1]:.3f}", flush=True)
     ratios = [o / p for o, p in zip(ours, plain)]
     result = {"case": args.case, "isa": args.isa, "cpu_capability": torch.backends.cpu.get_cpu_capability(),
-              "precision": "bfloat16" if args.bf16 else "float32", "threads": torch.get_num_threads(),
+              "precision": {"plain": "bfloat16" if args.bf16 else "float32",  # the framework's: as it trained
+                            "framework": str(trainer.amp_dtype or torch.float32).removeprefix("torch.")},
+              "threads": torch.get_num_threads(),
               "block": args.block, "rounds": args.rounds, "overrides": args.overrides,
               "iterations": {"plain": plain_iters, "framework": trainer.iter},  # warm-up included
               "plain_ms": statistics.median(plain) * 1e3, "framework_ms": statistics.median(ours) * 1e3,
               "ratio_median": statistics.median(ratios), "ratio_min": min(ratios), "ratio_max": max(ratios)}
-    print(f"{args.case}, {result['precision']}, {result['cpu_capability']}: plain {result['plain_ms']:.2f} ms/iter, "
-          f"framework {result['framework_ms']:.2f} ms/iter; ratio median x{result['ratio_median']:.3f} "
+    print(f"{args.case}, {result['cpu_capability']}: plain ({result['precision']['plain']}) {result['plain_ms']:.2f} ms/iter, "
+          f"framework ({result['precision']['framework']}) {result['framework_ms']:.2f} ms/iter; ratio median x{result['ratio_median']:.3f} "
           f"({result['ratio_min']:.3f} to {result['ratio_max']:.3f})")
     print(json.dumps(result))
 

@@ -116,5 +116,5 @@ def test_in_process_benchmark_trains_both_loops_alike(case):
     assert result.returncode == 0, result.stderr
     figures = json.loads(result.stdout.splitlines()[-1])
     assert figures["iterations"] == {"plain": 6, "framework": 6}  # warm-up block + 2 rounds of 2
-    assert figures["precision"] == "float32" and figures["plain_ms"] > 0 and figures["framework_ms"] > 0
+    assert figures["precision"] == {"plain": "float32", "framework": "float32"} and figures["plain_ms"] > 0 and figures["framework_ms"] > 0
     assert figures["ratio_min"] <= figures["ratio_median"] <= figures["ratio_max"]
