@@ -23,7 +23,7 @@ import torch.nn.functional as F
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from framework.config import load_config  # noqa: E402
+from benchmarks.in_process import build_quiet_trainer  # noqa: E402
 
 BATCH, SIZE, LOG_INTERVAL = 4, 16, 50
 COMMON = ["device=cpu", "train.val_interval=0",
@@ -47,16 +47,8 @@ class MemoryBatches:
 
 
 def framework_trainer(config, overrides, batches, work_dir):
-    from framework.engine.build import build_trainer
-    from framework.engine.cli import setup_logging
-
-    cfg = load_config(REPO / config, [*COMMON, *overrides])
-    setup_logging(None)
-    import logging
-    logging.getLogger("framework").setLevel(logging.WARNING)  # the log lines, not their printing
-    trainer = build_trainer(cfg, work_dir)
+    trainer = build_quiet_trainer(REPO / config, [*COMMON, *overrides], work_dir)
     trainer.data = MemoryBatches(batches)
-    trainer.max_iters = 0
     return trainer
 
 

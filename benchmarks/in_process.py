@@ -55,7 +55,9 @@ def plain_loop(case: str, root: Path, bf16: bool):
     return script.training_steps(*state, BATCH[case], torch.device("cpu"), bf16)
 
 
-def framework_trainer(config: Path, overrides: list[str], work_dir: str):
+def build_quiet_trainer(config: Path, overrides: list[str], work_dir: str):
+    """The Trainer tools/train.py would build, its log lines made but not printed, max_iters 0
+    (`time_framework` raises it block by block)."""
     from framework.config import load_config
     from framework.engine.build import build_trainer
     from framework.engine.cli import setup_logging
@@ -110,8 +112,8 @@ def main() -> None:
         roots = {"segmentation": make_voc(folder / "voc", args.images), "pix2pix": make_aligned_pairs(folder / "pairs", args.images)}
         configs = write_configs(folder, roots["segmentation"], roots["pix2pix"], dict.fromkeys(BATCH, 10**9))
         # the work dir's checkpoint at the end of fit: never (max_iters is only reached block by block)
-        trainer = framework_trainer(configs[args.case], [*precision, "train.ckpt_interval=0", *args.overrides],
-                                    str(folder / "work"))
+        trainer = build_quiet_trainer(configs[args.case], [*precision, "train.ckpt_interval=0", *args.overrides],
+                                      str(folder / "work"))
         steps = plain_loop(args.case, roots[args.case], args.bf16)
         _, plain_iters = time_plain(steps, args.block, 0, WINDOW)  # warm-up
         time_framework(trainer, args.block)
