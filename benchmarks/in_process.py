@@ -94,6 +94,7 @@ def main() -> None:
     parser.add_argument("--block", type=int, default=25, help="iterations per block (short blocks: the machine drifts less within a pair)")
     parser.add_argument("--rounds", type=int, default=40, help="alternated pairs of blocks, after one of warm-up")
     parser.add_argument("--images", type=int, default=300)
+    parser.add_argument("--size", type=int, default=64, help="side of the generated images (a multiple of 64)")
     parser.add_argument("--verbose", action="store_true", help="print every round")
     parser.add_argument("overrides", nargs="*", help="key=value overrides of the framework's config")
     args = parser.parse_args()
@@ -109,7 +110,8 @@ def main() -> None:
     precision = ["amp.enabled=true", "amp.dtype=bfloat16"] if args.bf16 else ["amp.enabled=false"]
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        roots = {"segmentation": make_voc(folder / "voc", args.images), "pix2pix": make_aligned_pairs(folder / "pairs", args.images)}
+        roots = {"segmentation": make_voc(folder / "voc", args.images, args.size),
+                 "pix2pix": make_aligned_pairs(folder / "pairs", args.images, args.size)}
         configs = write_configs(folder, roots["segmentation"], roots["pix2pix"], dict.fromkeys(BATCH, 10**9))
         # the work dir's checkpoint at the end of fit: never (max_iters is only reached block by block)
         trainer = build_quiet_trainer(configs[args.case], [*precision, "train.ckpt_interval=0", *args.overrides],

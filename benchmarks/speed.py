@@ -26,6 +26,10 @@
    that setting alone is worth. Runs alternate, round after round; the table shows medians of
    whole-process wall time, per-iteration time (log windows of 50, the first dropped), the
    process's peak RSS (DataLoader workers not included) and images/s (batch / iteration time).
+   Then, per case and column, benchmarks/in_process.py: the plain script's loop and the framework's
+   Trainer in one process, float32, blocks of 25 iterations alternated (40 pairs; segmentation 20;
+   --quick 6 and 3), where the machine's drift hits both alike; its median ratio resolves the few
+   percent that whole processes on a shared machine do not.
 2. Fixed cost per iteration: benchmarks/fixed_cost.py (near-zero-compute networks).
 3. Start-up: `import torch`, `import framework`, `import framework.engine.build` (all that
    tools/train.py imports to train), `tools/train.py --help`, a config error, and the Quickstart
@@ -177,6 +181,15 @@ def training_case(case: str, commands: dict[str, list[str]], batch: int, rounds:
     return summary
 
 
+def in_process(case: str, isa: str, quick: bool, images: int, size: int) -> dict:
+    """benchmarks/in_process.py: the plain loop and the framework's, float32, blocks alternated in
+    one process (segmentation: half the rounds, its iterations take 3-4x longer)."""
+    rounds = (6 if quick else 40) // (2 if case == "segmentation" else 1)
+    result = run_measured([sys.executable, str(REPO / "benchmarks/in_process.py"), "--case", case, "--isa", isa,
+                           "--rounds", str(rounds), "--images", str(images), "--size", str(size)])
+    return json.loads(result["stdout"].strip().splitlines()[-1])
+
+
 # ----------------------------------------------------------------------------- start-up
 
 
@@ -228,6 +241,10 @@ def print_table(results: dict) -> None:
             print(f"{case + ' (' + str(iters) + ')':24s} {name:30s} {row['wall_s']:8.1f} "
                   f"{row['wall_s'] / plain['wall_s']:8.2f} {row['iter_s']:8.4f} {row['iter_s'] / plain['iter_s']:8.2f} "
                   f"{row['images_per_s']:9.1f} {row['rss_mb']:8.0f} {row['rss_mb'] / plain['rss_mb']:8.2f}")
+    for case, row in results.get("in_process", {}).items():
+        print(f"in one process {case:29s} framework x{row['ratio_median']:.3f} of the plain script per iteration, "
+              f"float32 ({row['plain_ms']:.1f} / {row['framework_ms']:.1f} ms; {row['rounds']} pairs of "
+              f"{row['block']} iterations, {row['ratio_min']:.2f} to {row['ratio_max']:.2f})")
     for case, row in results.get("fixed_cost", {}).items():
         print(f"fixed cost    {case:30s} hand-written {row['handwritten_ms']:.3f} ms/iter, framework "
               f"{row['framework_ms']:.3f} ms/iter: +{row['overhead_ms']:.3f} ms")
@@ -279,6 +296,9 @@ def main() -> None:
             for isa in isas:
                 commands = variants(case, configs[case], root, iters[case], folder, isa, args.device)
                 results["training"][f"{case} {isa}"] = training_case(f"{case} {isa}", commands, batch, rounds)
+                if args.device == "cpu":  # the same two loops in one process: small differences resolved
+                    figures = in_process(case, isa, args.quick, args.images, args.size)
+                    results.setdefault("in_process", {})[f"{case} {isa}"] = figures
         if args.device == "cuda":  # the fixed cost and the start-up are CPU measurements
             return finish(results, args.json)
         fixed = run_measured([sys.executable, str(REPO / "benchmarks/fixed_cost.py"),
