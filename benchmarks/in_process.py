@@ -10,7 +10,8 @@ alternate between
   `fit`: the real loader with `cache: auto` and `num_workers: auto`, flips reseeded per sample,
   hooks, the log line and TensorBoard every 50 iterations), in float32 (`amp.enabled=false`)
   unless `--bf16` puts both under bfloat16 autocast;
-and each round's ratio (framework / plain seconds per iteration) is printed, then the medians.
+and the median of the rounds' ratios (framework / plain seconds per iteration) is printed, with
+their range (`--verbose`: every round).
 Start-up and the end of a run are not in these figures (speed.py's start-up block measures
 them), nor is anything set per process: glibc's malloc thresholds, which the framework sets
 (`malloc_tuning`), apply to both loops here.
@@ -44,7 +45,7 @@ BATCH = {"segmentation": 16, "pix2pix": 8}
 
 
 def plain_loop(case: str, root: Path, bf16: bool):
-    """The plain script's training steps (a generator) and its log interval."""
+    """The plain script's training steps: a generator, one iteration per item."""
     sys.path.insert(0, str(REPO / "benchmarks/plain"))  # as the plain scripts run: `from networks import ...`
     import importlib
 
