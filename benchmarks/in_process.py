@@ -46,12 +46,15 @@ BATCH = {"segmentation": 16, "pix2pix": 8}
 
 def plain_loop(case: str, root: Path, bf16: bool):
     """The plain script's training steps: a generator, one iteration per item."""
-    sys.path.insert(0, str(REPO / "benchmarks/plain"))  # as the plain scripts run: `from networks import ...`
-    import importlib
+    import importlib.util
 
     import torch
 
-    script = importlib.import_module(case)
+    sys.path.insert(0, str(REPO / "benchmarks/plain"))  # as the plain scripts run: `from networks import ...`
+    # loaded from its file under a name of its own: no other module called `pix2pix` can stand in for it
+    spec = importlib.util.spec_from_file_location(f"plain_{case}", REPO / f"benchmarks/plain/{case}.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
     state = script.build(str(root), torch.device("cpu"))
     return script.training_steps(*state, BATCH[case], torch.device("cpu"), bf16)
 
