@@ -49,8 +49,9 @@ def os_error_line(err: OSError) -> str:
 def pause_collector_for_startup() -> None:
     """First thing in a tool's `__main__`: no cyclic garbage collection while the imports made
     after it (train.py imports torch in main()) and the build create some 400k objects that live
-    to the end (torch, torch._dynamo, albumentations, TensorBoard). Each full collection walks all of them, about 0.1 s each and 7 of them before a
-    pix2pix run's first step. `startup_done()` turns collection back on."""
+    to the end (torch, torch._dynamo, albumentations, TensorBoard). Each full collection walks
+    all of them, about 0.1 s each and 7 of them before a pix2pix run's first step.
+    `startup_done()` turns collection back on."""
     gc.disable()
 
 
