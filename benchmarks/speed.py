@@ -35,8 +35,8 @@
    tools/train.py imports to train), `tools/train.py --help`, a config error, and the Quickstart
    to the end of its first iteration, against a plain script's first step (benchmarks/plain/first_step.py).
 
-On a GPU (`--device cuda`) the training cases run there (the plain scripts copy each batch from
-pinned memory, cudnn.benchmark on) with four variants: the plain script in float32 and under
+On a GPU (`--device cuda`) the training cases run there (the plain scripts copy the decoded folder
+to the GPU once and index and flip each batch there, cudnn.benchmark on) with four variants: the plain script in float32 and under
 bf16 autocast, the framework's defaults (bf16 autocast on GPUs that support it) and the framework
 in float32; the fixed-cost and start-up blocks, CPU measurements, are left out.
 
