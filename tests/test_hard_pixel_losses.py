@@ -214,6 +214,9 @@ def test_ohem_with_class_weights_is_the_weighted_mean_over_kept_pixels():
 
 @pytest.mark.parametrize("settings, message", [
     (dict(min_kept=0), "ohem.min_kept must be an integer >= 1"),
+    (dict(min_kept=True), "ohem.min_kept must be an integer >= 1"),
+    (dict(min_kept=2.5), "ohem.min_kept must be an integer >= 1"),
+    (dict(min_kept=5, thresh=0.0), r"ohem.thresh must be in \(0, 1\]"),
     (dict(min_kept=5, thresh=1.5), r"ohem.thresh must be in \(0, 1\]"),
     (dict(min_kept=5, top=3), "unexpected keyword argument 'top'"),
 ])

@@ -45,6 +45,9 @@ MODULES: dict[str, tuple[str, list[str]]] = {
     "data.cache": ("framework/data/cache.py", ["tests/test_data_cache.py"]),
     "metrics.segmentation": ("framework/metrics/segmentation.py", ["tests/test_metrics.py"]),
     "metrics.base": ("framework/metrics/base.py", ["tests/test_metrics.py"]),
+    "losses.segmentation": ("framework/losses/segmentation.py", [
+        "tests/test_losses.py", "tests/test_hard_pixel_losses.py", "tests/test_class_weights.py",
+        "-k", "not training and not every_rank"]),
     "config.rules": ("framework/config/rules.py", ["tests/test_config_ranges.py", "tests/test_config.py",
                                                    "-k", "not refuses_clip_grad"]),
     "config.loading": ("framework/config/loading.py", ["tests/test_config.py", "tests/test_config_ranges.py",
