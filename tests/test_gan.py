@@ -242,7 +242,7 @@ def test_step_counter_survives_a_state_dict_round_trip():
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    ({"gan_loss": "hing"}, r"gan_loss: unknown GAN loss 'hing'; did you mean 'hinge'\?"),
+    ({"gan_loss": "hing"}, r"gan_loss: unknown GAN loss 'hing'; did you mean 'hinge'\? \(choose one of vanilla, lsgan, hinge, wgan-gp\)"),
     ({"latent_dim": 8, "l1_weight": 1.0}, r"l1_weight: .*needs paired targets"),
     ({"d_steps_per_g_step": 0}, r"d_steps_per_g_step must be a positive integer"),
     ({"ema_decay": 1.5}, r"ema_decay must be in \[0, 1\)"),

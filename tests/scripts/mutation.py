@@ -45,6 +45,10 @@ MODULES: dict[str, tuple[str, list[str]]] = {
     "data.cache": ("framework/data/cache.py", ["tests/test_data_cache.py"]),
     "metrics.segmentation": ("framework/metrics/segmentation.py", ["tests/test_metrics.py"]),
     "metrics.base": ("framework/metrics/base.py", ["tests/test_metrics.py"]),
+    "losses.gan": ("framework/losses/gan.py", ["tests/test_gan_toolkit.py", "tests/test_gan.py",
+                                               "tests/test_cyclegan_toolkit.py"]),
+    "tasks.discriminator_step": ("framework/tasks/discriminator_step.py", [
+        "tests/test_gan_toolkit.py", "tests/test_gan.py", "tests/test_cyclegan_toolkit.py"]),
     "losses.segmentation": ("framework/losses/segmentation.py", [
         "tests/test_losses.py", "tests/test_hard_pixel_losses.py", "tests/test_class_weights.py",
         "-k", "not training and not every_rank"]),
