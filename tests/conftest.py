@@ -7,6 +7,7 @@ import os
 import sys
 
 import pytest
+import tolerance_guard
 
 from support import REPO, call_tool
 
@@ -125,7 +126,9 @@ def _rebuild_schema() -> None:
 def pytest_configure(config):
     """Under pytest-xdist (pytest.ini runs one worker per core), each worker's torch gets its
     share of the cores: more threads than cores keep OpenMP threads spinning against the other
-    workers' (a tiny run became 7x slower beside the suite on 2 cores)."""
+    workers' (a tiny run became 7x slower beside the suite on 2 cores). And comparisons that
+    cannot fail are refused (tests/tolerance_guard.py)."""
+    tolerance_guard.install()
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
     if workers:
         import torch
