@@ -1,6 +1,8 @@
 """The GAN toolkit's components against hand computations: spectral norm, the multi-scale
 discriminator and its losses, feature matching, R1 (lazy, float32 under AMP), DiffAugment."""
 
+import math
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -110,8 +112,20 @@ def test_feature_matching_is_the_pix2pixhd_weighted_l1_over_scales_and_layers():
 
 
 def test_feature_matching_names_a_discriminator_without_features():
-    with pytest.raises(ValueError, match="MultiScaleDiscriminator"):
-        LOSSES.build({"type": "FeatureMatchingLoss"})(torch.zeros(1, 1, 2, 2), torch.zeros(1, 1, 2, 2))
+    with_features = patch_discriminator()(torch.randn(1, 3, 32, 32))
+    for fake, real, role in ((torch.zeros(1, 1, 2, 2), with_features, "fake"),
+                             (with_features, torch.zeros(1, 1, 2, 2), "real")):
+        message = (f"^feature matching needs the discriminator's intermediate features, but its output on the {role} "
+                   r"images is a Tensor: use a discriminator that returns them \(MultiScaleDiscriminator\)$")
+        with pytest.raises(ValueError, match=message):
+            LOSSES.build({"type": "FeatureMatchingLoss"})(fake, real)
+
+
+def test_feature_matching_weight_is_pix2pixhds_10_by_default_and_must_be_positive():
+    assert LOSSES.build({"type": "FeatureMatchingLoss"}).weight == 10.0
+    assert LOSSES.build({"type": "FeatureMatchingLoss", "weight": 0.5}).weight == 0.5
+    with pytest.raises(ConfigError, match="weight must be positive, got 0"):
+        LOSSES.build({"type": "FeatureMatchingLoss", "weight": 0})
 
 
 # ----------------------------------------------------------------------------- R1
@@ -321,6 +335,59 @@ def test_diff_augment_applies_one_transform_to_a_conditional_pair():
     assert torch.equal(same[0], same[1])
 
 
+def diff_augment_by_hand(images, policy, p, translation=0.125, cutout=0.5):
+    """DiffAugment's transforms sample by sample, with its random draws in its order (per policy:
+    who is augmented, then the policy's parameters); the same images for every tensor given."""
+    n, _, height, width = images[0].shape
+    out = [x.clone() for x in images]
+    if "color" in policy:
+        chosen = torch.rand(n) < p
+        brightness, saturation, contrast = (torch.rand(n) - 0.5), (torch.rand(n) * 2 - 1), (torch.rand(n) - 0.5)
+        for x in out:
+            for i in range(n):
+                if chosen[i]:  # brightness +-0.5, saturation x [0, 2], contrast x [0.5, 1.5]
+                    y = x[i] + brightness[i]
+                    y = (y - y.mean(dim=0)) * (1 + saturation[i]) + y.mean(dim=0)
+                    x[i] = (y - y.mean()) * (1 + contrast[i]) + y.mean()
+    if "translation" in policy:
+        chosen = torch.rand(n) < p
+        max_dy, max_dx = math.floor(height * translation + 0.5), math.floor(width * translation + 0.5)
+        dy, dx = torch.randint(-max_dy, max_dy + 1, (n,)), torch.randint(-max_dx, max_dx + 1, (n,))
+        for k, x in enumerate(out):
+            shifted = torch.zeros_like(x)
+            for i in range(n):
+                down, right = (int(dy[i]), int(dx[i])) if chosen[i] else (0, 0)
+                shifted[i, :, max(down, 0):height + min(down, 0), max(right, 0):width + min(right, 0)] = \
+                    x[i, :, max(-down, 0):height - max(down, 0), max(-right, 0):width - max(right, 0)]
+            out[k] = shifted
+    if "cutout" in policy:
+        chosen = torch.rand(n) < p
+        cut_h, cut_w = math.floor(height * cutout + 0.5), math.floor(width * cutout + 0.5)
+        top, left = torch.randint(0, height - cut_h + 1, (n,)), torch.randint(0, width - cut_w + 1, (n,))
+        for x in out:
+            for i in range(n):
+                if chosen[i]:
+                    x[i, :, int(top[i]):int(top[i]) + cut_h, int(left[i]):int(left[i]) + cut_w] = 0
+    return out
+
+
+@pytest.mark.parametrize("policy", [["color"], ["translation"], ["cutout"], ["color", "translation", "cutout"]],
+                         ids=lambda policy: "+".join(policy))
+def test_diff_augment_equals_its_transforms_computed_by_hand(policy):
+    """A conditional pair of 16 x 24 images, p = 0.6: some samples augmented, some not."""
+    torch.manual_seed(0)
+    pair = [torch.randn(6, 3, 16, 24), torch.randn(6, 3, 16, 24)]
+    augment = DiffAugment(policy=policy, p=0.6)
+    torch.manual_seed(11)
+    ours = augment(*pair)
+    torch.manual_seed(11)
+    expected = diff_augment_by_hand(pair, policy, p=0.6)
+    for mine, theirs in zip(ours, expected, strict=True):
+        torch.testing.assert_close(mine, theirs, rtol=1e-5, atol=1e-6)
+    changed = [not torch.equal(ours[0][i], pair[0][i]) for i in range(6)]
+    assert any(changed) and (len(policy) > 1 or not all(changed))  # some samples augmented, and others not
+
+
 def test_translation_shifts_with_zeros_coming_in():
     image = torch.arange(2 * 1 * 5 * 6, dtype=torch.float32).view(2, 1, 5, 6)
     shifted = DiffAugment._translate(image, torch.tensor([1, -2]), torch.tensor([2, 0]), 2, 2)
@@ -356,6 +423,18 @@ def test_adaptive_state_resumes_exactly():
     assert torch.equal(augment.p, restored.p) and float(restored.p) == pytest.approx(2 * 24 / 100)
 
 
+def test_loading_a_state_into_a_used_augment_counts_on_from_the_loaded_steps():
+    """The D-step count lives in a python int as well (no device read per step): loading a state
+    must replace it, or the next adjustment comes at the old module's step."""
+    fresh = DiffAugment(adaptive=True, interval=3, speed_images=100).state_dict()
+    augment = DiffAugment(adaptive=True, interval=3, speed_images=100)
+    for _ in range(2):
+        augment.observe(torch.ones(8))
+    augment.load_state_dict(fresh)  # back to no step observed
+    augment.observe(torch.ones(8))  # the first step: no adjustment (the old count would make it the third)
+    assert float(augment.p) == 0.0 and int(augment.observed) == 1
+
+
 def test_an_accumulated_d_step_adapts_p_once_from_the_verdicts_of_every_micro_batch():
     """With two micro-batches per iteration, `interval` counts D steps (iterations), not
     micro-batches, and p moves after the step, from the verdicts of both micro-batches."""
@@ -379,13 +458,32 @@ def test_an_accumulated_d_step_adapts_p_once_from_the_verdicts_of_every_micro_ba
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    ({"policy": ["colour"]}, "policy: unknown 'colour'; did you mean 'color'"),
-    ({"p": 1.5}, "p must be in"),
-    ({"target": 1.0}, "target must be in"),
+    ({"policy": ["colour"]}, r"policy: unknown 'colour'; did you mean 'color'\? \(choose from color, translation, cutout\)"),
+    ({"policy": []}, "policy: name at least one of color, translation, cutout"),
+    ({"p": 1.5}, r"p must be in \[0, 1\], got 1.5"),
+    ({"target": 1.0}, r"target must be in \(0, 1\), got 1.0"),
+    ({"target": 0.0}, r"target must be in \(0, 1\), got 0.0"),
+    ({"interval": 0}, "interval must be a positive integer, got 0"),
+    ({"interval": 2.0}, "interval must be a positive integer, got 2.0"),
+    ({"speed_images": 0}, "speed_images must be positive, got 0"),
+    ({"translation": 0.5000001}, r"translation must be a fraction of the side in \[0, 0.5\], got 0.5000001"),
+    ({"cutout": 0.0}, r"cutout must be a fraction of the side in \(0, 1\], got 0.0"),
+    ({"cutout": 1.0000001}, r"cutout must be a fraction of the side in \(0, 1\], got 1.0000001"),
 ])
 def test_diff_augment_settings_are_checked(kwargs, message):
     with pytest.raises(ConfigError, match=message):
         MODELS.build({"type": "DiffAugment", **kwargs}, path="task.d_augment")
+
+
+def test_diff_augment_defaults_and_the_bounds_it_accepts():
+    augment = DiffAugment()  # DiffAugment's policy at p 1; ADA's target, interval 4 and 20k images
+    assert (augment.policy, float(augment.p), augment.target, augment.interval, augment.speed_images,
+            augment.translation, augment.cutout) == (["color", "translation", "cutout"], 1.0, 0.6, 4, 20000, 0.125, 0.5)
+    assert float(DiffAugment(adaptive=True, p=0.7).p) == 0.0  # ADA starts from no augmentation
+    assert DiffAugment(policy="color").policy == ["color"]  # one name alone
+    for kwargs in ({"p": 0.0}, {"p": 1.0}, {"interval": 1}, {"speed_images": 1}, {"translation": 0.0},
+                   {"translation": 0.5}, {"cutout": 1.0}, {"target": 0.999}):
+        DiffAugment(**kwargs)
 
 
 def test_feature_matching_sees_real_and_fake_under_one_augmentation():

@@ -49,6 +49,11 @@ MODULES: dict[str, tuple[str, list[str]]] = {
                                                "tests/test_cyclegan_toolkit.py"]),
     "tasks.discriminator_step": ("framework/tasks/discriminator_step.py", [
         "tests/test_gan_toolkit.py", "tests/test_gan.py", "tests/test_cyclegan_toolkit.py"]),
+    "models.diff_augment": ("framework/models/diff_augment.py", ["tests/test_gan_toolkit.py", "tests/test_gan.py"]),
+    "losses.feature_matching": ("framework/losses/feature_matching.py", ["tests/test_gan_toolkit.py"]),
+    "tasks.image_pool": ("framework/tasks/image_pool.py", ["tests/test_cyclegan.py"]),
+    "tasks.gan": ("framework/tasks/gan.py", ["tests/test_gan.py", "tests/test_gan_toolkit.py"]),
+    "tasks.cyclegan": ("framework/tasks/cyclegan.py", ["tests/test_cyclegan.py", "tests/test_cyclegan_toolkit.py"]),
     "losses.segmentation": ("framework/losses/segmentation.py", [
         "tests/test_losses.py", "tests/test_hard_pixel_losses.py", "tests/test_class_weights.py",
         "-k", "not training and not every_rank"]),
