@@ -152,13 +152,24 @@ def test_iterations_equal_a_hand_written_cyclegan(threads, r1_weight):
 def test_pool_state_round_trip_continues_the_same_choices():
     pool = ImagePool(4, seed=11)
     for step in range(3):
-        pool.query(torch.full((3, 1, 2, 2), float(step)))
+        pool.query(torch.full((3, 3, 2, 2), float(step)))
     restored = ImagePool(4, seed=0)
     restored.load_state_dict(pool.state_dict(), torch.device("cpu"))
     for _ in range(5):
-        fakes = torch.rand(3, 1, 2, 2)
+        fakes = torch.rand(3, 3, 2, 2)
         assert torch.equal(pool.query(fakes), restored.query(fakes))
     assert torch.equal(torch.cat(pool.images), torch.cat(restored.images))
+
+
+def test_an_empty_pool_round_trips():
+    """A checkpoint before the first D step: nothing stored yet, the generator as seeded."""
+    state = ImagePool(4, seed=11).state_dict()
+    assert state["images"].numel() == 0
+    restored = ImagePool(4, seed=0)
+    restored.load_state_dict(state, torch.device("cpu"))
+    assert restored.images == []
+    fakes = torch.rand(3, 3, 2, 2)
+    assert torch.equal(restored.query(fakes), fakes) and len(restored.images) == 3  # stored while filling
 
 
 def test_linear_decay_is_constant_then_linear_to_zero():

@@ -1,6 +1,7 @@
 """The GAN toolkit's components against hand computations: spectral norm, the multi-scale
 discriminator and its losses, feature matching, R1 (lazy, float32 under AMP), DiffAugment."""
 
+import copy
 import math
 
 import pytest
@@ -213,6 +214,60 @@ def test_an_r1_step_under_a_grad_scaler_equals_the_step_without_amp():
     torch.testing.assert_close(logs["loss_d_r1"], reference_logs["loss_d_r1"], rtol=1e-4, atol=0)
     for (name, ours), theirs in zip(task.discriminator.named_parameters(), reference.discriminator.parameters()):
         torch.testing.assert_close(ours, theirs, atol=1e-6, rtol=1e-5, msg=named(name))
+
+
+def test_a_conditional_generator_step_with_every_term_equals_the_terms_by_hand():
+    """pix2pixHD's G step: the adversarial and feature-matching terms on D's outputs for the fake
+    and the real, both augmented with the condition by one DiffAugment draw; L1 and the perceptual
+    loss on the images themselves."""
+    torch.manual_seed(0)
+    task = TASKS.build({
+        "type": "GANTask", "gan_loss": "hinge", "l1_weight": 100.0,
+        "generator": nn.Sequential(nn.Conv2d(3, 3, 3, padding=1), nn.Tanh()),
+        "discriminator": patch_discriminator(in_channels=6), "d_augment": {"type": "DiffAugment", "p": 1.0},
+        "feature_matching": {"type": "FeatureMatchingLoss", "weight": 10.0},
+        "perceptual": {"type": "VGGPerceptualLoss", "arch": "vgg16", "weights": "random", "layers": {"relu1_1": 1.0}}})
+    condition, real = torch.rand(2, 3, 32, 32) * 2 - 1, torch.rand(2, 3, 32, 32) * 2 - 1
+    fake = task.generator(condition)
+    torch.manual_seed(5)
+    logs = task.generator_step(condition, real, fake, sgd_optimizers(task))
+    torch.manual_seed(5)
+    seen_condition, seen_fake, seen_real = task.d_augment(condition, fake.detach(), real)
+    with torch.no_grad():
+        fake_output = task.discriminator(torch.cat([seen_condition, seen_fake], dim=1))
+        real_output = task.discriminator(torch.cat([seen_condition, seen_real], dim=1))
+        expected = {"loss_g_adv": -sum(logits.mean() for logits in fake_output.logits) / 2,  # hinge's G term
+                    "loss_g_fm": task.feature_matching(fake_output, real_output),
+                    "loss_g_l1": 100.0 * F.l1_loss(fake, real),
+                    "loss_g_vgg": task.perceptual(fake, real)}
+    assert all(value.abs() > 1e-4 for value in expected.values())
+    for key, value in expected.items():
+        torch.testing.assert_close(logs[key], value, rtol=1e-5, atol=1e-7, msg=named(key))
+    torch.testing.assert_close(logs["loss_g"], sum(expected.values()), rtol=1e-5, atol=1e-7)
+
+
+def test_a_conditional_discriminator_step_sees_real_and_fake_pairs_augmented():
+    """D's terms on (condition, real) and (condition, fake), each pair through its own DiffAugment
+    draw (real first), as by hand."""
+    torch.manual_seed(0)
+    task = TASKS.build({"type": "GANTask", "gan_loss": "hinge", "d_weight": 0.5,
+                        "generator": nn.Sequential(nn.Conv2d(3, 3, 3, padding=1), nn.Tanh()),
+                        "discriminator": patch_discriminator(in_channels=6),
+                        "d_augment": {"type": "DiffAugment", "p": 1.0}})
+    condition, real, fake = (torch.rand(2, 3, 32, 32) * 2 - 1 for _ in range(3))
+    discriminator = copy.deepcopy(task.discriminator)  # as the step saw it, before its update
+    torch.manual_seed(5)
+    logs, verdicts = task.discriminator_step(condition, real, fake, sgd_optimizers(task))
+    torch.manual_seed(5)
+    real_pair, fake_pair = (torch.cat(task.d_augment(condition, image), dim=1) for image in (real, fake))
+    with torch.no_grad():
+        real_output, fake_output = discriminator(real_pair), discriminator(fake_pair)
+    expected_real = 0.5 * sum(F.relu(1 - logits).mean() for logits in real_output.logits) / 2
+    expected_fake = 0.5 * sum(F.relu(1 + logits).mean() for logits in fake_output.logits) / 2
+    torch.testing.assert_close(logs["loss_d_real"], expected_real, rtol=1e-5, atol=1e-7)
+    torch.testing.assert_close(logs["loss_d_fake"], expected_fake, rtol=1e-5, atol=1e-7)
+    torch.testing.assert_close(verdicts, sum(logits.mean(dim=(1, 2, 3)) for logits in real_output.logits) / 2,
+                               rtol=1e-5, atol=1e-7)
 
 
 def test_gan_task_refuses_perceptual_loss_without_targets():
