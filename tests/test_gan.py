@@ -243,14 +243,42 @@ def test_step_counter_survives_a_state_dict_round_trip():
 
 @pytest.mark.parametrize("kwargs, message", [
     ({"gan_loss": "hing"}, r"gan_loss: unknown GAN loss 'hing'; did you mean 'hinge'\? \(choose one of vanilla, lsgan, hinge, wgan-gp\)"),
-    ({"latent_dim": 8, "l1_weight": 1.0}, r"l1_weight: .*needs paired targets"),
+    ({"latent_dim": 8, "l1_weight": 1.0},
+     r"l1_weight: the L1 reconstruction loss needs paired targets; an unconditional GAN \(latent_dim set\) has none$"),
+    ({"latent_dim": 8, "perceptual": {"type": "VGGPerceptualLoss", "arch": "vgg16", "weights": "random"}},
+     r"perceptual: the perceptual loss needs paired targets; an unconditional GAN \(latent_dim set\) has none$"),
+    ({"latent_dim": 0}, r"latent_dim must be a positive number of noise channels or null, got 0$"),
     ({"d_steps_per_g_step": 0}, r"d_steps_per_g_step must be a positive integer"),
     ({"ema_decay": 1.5}, r"ema_decay must be in \[0, 1\)"),
+    ({"ema_decay": 1.0}, r"ema_decay must be in \[0, 1\) or null, got 1.0$"),
 ])
 def test_task_configuration_errors_name_the_key(kwargs, message):
     node = {"type": "GANTask", "generator": TinyGenerator(), "discriminator": TinyDiscriminator(), **kwargs}
     with pytest.raises(ConfigError, match=r"^task \(GANTask\): " + message):
         TASKS.build(node, path="task")
+
+
+def test_gan_task_defaults_and_the_bounds_it_accepts():
+    task = GANTask(TinyGenerator(), TinyDiscriminator())
+    assert (task.gan_loss.name, task.adv_weight, task.l1_weight, task.d_weight, task.gp_weight, task.d_steps_per_g_step,
+            task.ema_decay, task.ema_start, task.r1.weight, task.r1.interval) == ("vanilla", 1.0, 0.0, 1.0, 10.0, 1,
+                                                                                  None, 0, 0.0, 1)
+    assert GANTask(TinyGenerator(), TinyDiscriminator(), ema_decay=0.0).ema_decay == 0.0
+    assert GANTask(TinyGenerator(), TinyDiscriminator(), r1_weight=1.0, r1_interval=4).r1.interval == 4
+    unconditional = GANTask(TinyGenerator(1), TinyDiscriminator(3), latent_dim=1)
+    # 64 fixed noise vectors from a generator seeded with noise_seed 0: the same grid in every run
+    expected = torch.randn(64, 1, 1, 1, generator=torch.Generator().manual_seed(0))
+    assert torch.equal(unconditional.fixed_noise, expected)
+    assert unconditional.d_steps.dtype == torch.int64
+
+
+@pytest.mark.parametrize("gan_loss, warned", [("hinge", True), ("wgan-gp", False)])
+def test_a_discriminator_loss_near_zero_is_reported_except_for_wgan(gan_loss, warned):
+    """wgan-gp's critic loss is unbounded, so near 0 it means nothing; the others' means D wins."""
+    task = GANTask(TinyGenerator(), TinyDiscriminator(), gan_loss=gan_loss)
+    logged = {"loss_d": 1e-3, "d_real_logit": 5.0, "d_fake_logit": -5.0}
+    warnings = [task.diagnose(logged) for _ in range(3)]
+    assert warnings[:2] == [[], []] and len(warnings[2]) == (1 if warned else 0)
 
 
 def test_a_gan_needs_both_named_optimizers():
