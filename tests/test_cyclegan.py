@@ -149,6 +149,30 @@ def test_iterations_equal_a_hand_written_cyclegan(threads, r1_weight):
         assert torch.equal(pool.generator.get_state(), reference.generator.get_state())
 
 
+def test_the_iteration_count_survives_a_state_dict_round_trip():
+    """Lazy R1 is due by the task's iteration count: a restored task must go on counting from the
+    saved one (iteration 2 of r1_interval 2 carries the penalty)."""
+    def task_and_optim():
+        task = CycleGANTask(generator(), generator(), discriminator(), discriminator(), pool_size=POOL_SIZE,
+                            r1_weight=R1_WEIGHT, r1_interval=2)
+        sgd = {"type": "SGD", "lr": 1e-2}
+        optim = build_optimizers({"optimizers": {
+            "generators": {**sgd, "params": ["generator_ab", "generator_ba"]},
+            "discriminators": {**sgd, "params": ["discriminator_a", "discriminator_b"]}}}, task, max_iters=10)
+        return task, optim
+
+    torch.manual_seed(3)
+    stream = iter(batches())
+    task, optim = task_and_optim()
+    first = task.train_iteration([next(stream)], optim)
+    assert not any(key.startswith("loss_d_r1_") for key in first)
+    restored, restored_optim = task_and_optim()
+    restored.load_state_dict(task.state_dict())
+    assert restored.iterations == task.iterations == 1
+    second = restored.train_iteration([next(stream)], restored_optim)
+    assert {"loss_d_r1_a", "loss_d_r1_b"} <= set(second)
+
+
 def test_pool_state_round_trip_continues_the_same_choices():
     pool = ImagePool(4, seed=11)
     for step in range(3):
