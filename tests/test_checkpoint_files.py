@@ -346,6 +346,51 @@ def test_a_refusal_names_the_first_three_objects_and_counts_the_others(tmp_path)
         ckpt.read_weights_file(path)
 
 
+class CallsTorchHubLoad:
+    """Unpickling this would call torch.hub.load (a download and its code run): never called here."""
+
+    def __reduce__(self):
+        return torch.hub.load, ("someone/repo", "model")
+
+
+@pytest.mark.parametrize("make, named", [
+    (lambda: torch.nn.Conv2d(3, 4, 3), "torch.nn.modules.conv.Conv2d"),  # torch.save(model), not its state dict
+    (lambda: {"optimizer": torch.optim.SGD}, "torch.optim.sgd.SGD"),
+    (lambda: {"w": CallsTorchHubLoad()}, "torch.hub.load"),
+], ids=["module", "optimizer_class", "torch_hub_load"])
+def test_an_object_from_torch_is_refused_and_named_not_taken_for_a_corrupt_file(tmp_path, make, named):
+    # torch's weights-only loader refuses these; a name starting with `torch.` is no proof of a tensor
+    path = tmp_path / "object.pth"
+    torch.save(make(), path)
+    with pytest.raises(ckpt.UnsafeCheckpointError, match=f"^refused to load {re.escape(str(path))}: it holds "
+                                                         f"pickled objects \\({re.escape(named)}\\) besides"):
+        ckpt.read_weights_file(path)
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")  # TypedStorage and sparse-validation notices of torch itself
+@pytest.mark.parametrize("legacy_format", [False, True], ids=["zip", "legacy"])
+def test_tensors_of_every_kind_in_plain_containers_have_no_unsafe_globals(tmp_path, legacy_format):
+    from collections import Counter, OrderedDict
+
+    from framework.checkpoint.pickle_globals import pickled_globals, unsafe_globals
+
+    dtypes = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8, torch.uint8, torch.int16,
+              torch.int32, torch.int64, torch.bool, torch.complex64]
+    state = {
+        "tensors": [torch.zeros(2, dtype=dtype) for dtype in dtypes],
+        "dtypes": dtypes, "size": torch.Size([2, 3]), "device": torch.device("cpu"),
+        "parameter": torch.nn.Parameter(torch.ones(3)), "state_dict": torch.nn.Linear(2, 2).state_dict(),
+        "quantized": torch.quantize_per_tensor(torch.ones(2), 0.1, 0, torch.quint8),
+        "sparse": torch.eye(2).to_sparse(), "containers": (OrderedDict(a=1), Counter("ab"), {1, 2}, b"\x00", 1.5j),
+    }
+    path = tmp_path / "plain.pth"
+    torch.save(state, path, _use_new_zipfile_serialization=not legacy_format)
+    found, parsed = pickled_globals(path)
+    assert parsed and "torch._utils._rebuild_tensor_v2" in found and "torch.bfloat16" in found
+    assert unsafe_globals(path) == []
+    torch.load(path, weights_only=True)  # torch's own weights-only loader agrees they are plain
+
+
 def test_a_refused_checkpoint_stops_the_search(tmp_path):
     checkpoints(tmp_path, 2)
     with open(tmp_path / "iter_4.pth", "wb") as f:

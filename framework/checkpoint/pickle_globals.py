@@ -10,16 +10,24 @@ from __future__ import annotations
 
 import io
 import pickletools
+import re
 import zipfile
 from pathlib import Path
 
-# Globals a file of tensors and plain containers is written with (torch's tensor and storage
-# rebuilders, OrderedDict state dicts, bytes in protocol 2). Anything else is a pickled object.
-_PLAIN_MODULES = ("torch",)
-_PLAIN_GLOBALS = {"collections.OrderedDict", "_codecs.encode", "builtins.set", "builtins.frozenset",
-                  "builtins.bytearray", "builtins.slice", "builtins.complex", "builtins.int", "builtins.float",
-                  "builtins.bool", "builtins.str", "builtins.bytes", "builtins.tuple", "builtins.list",
-                  "builtins.dict"}
+import torch
+
+# Globals a file of tensors and plain containers is written with: the containers (OrderedDict
+# state dicts, bytes in protocol 2) and torch's own serialization of tensors, the same kinds of
+# names torch's weights-only loader accepts. Anything else is a pickled object, a class from torch
+# included (a whole nn.Module, an optimizer class, torch.hub.load): `torch.` alone proves nothing.
+_PLAIN_GLOBALS = {"collections.OrderedDict", "collections.Counter", "_codecs.encode", "builtins.set",
+                  "builtins.frozenset", "builtins.bytearray", "builtins.slice", "builtins.complex", "builtins.int",
+                  "builtins.float", "builtins.bool", "builtins.str", "builtins.bytes", "builtins.tuple",
+                  "builtins.list", "builtins.dict",
+                  "torch.Size", "torch.device", "torch.Tensor", "torch.nn.parameter.Parameter",
+                  "torch.serialization._get_layout", "torch._tensor._rebuild_from_type_v2"}
+_TORCH_REBUILDERS = "torch._utils._rebuild_"  # _rebuild_tensor_v2, _rebuild_parameter, ... (tensors only)
+_TENSOR_AND_STORAGE_TYPES = re.compile(r"torch(\.cuda|\.storage)?\.[A-Z][A-Za-z0-9]*(Tensor|Storage)")  # FloatStorage, ...
 _MAX_PICKLES = 5  # the legacy (non-zip) torch.save format is a few pickles in a row
 
 
@@ -75,11 +83,22 @@ def pickled_globals(path: str | Path) -> tuple[list[str], bool]:
     return _globals_of(data)
 
 
+def _is_plain(name: str) -> bool:
+    """Whether the global `module.name` is one that tensors and plain containers are pickled with."""
+    module, _, attribute = name.rpartition(".")
+    if module == "__builtin__":  # protocol 2 spells builtins the Python 2 way
+        name = f"builtins.{attribute}"
+    if name in _PLAIN_GLOBALS or name.startswith(_TORCH_REBUILDERS) or _TENSOR_AND_STORAGE_TYPES.fullmatch(name):
+        return True
+    # dtypes and quantization schemes are pickled as torch.float32, torch.per_tensor_affine, ...
+    return module == "torch" and isinstance(getattr(torch, attribute, None), (torch.dtype, torch.qscheme))
+
+
 def unsafe_globals(path: str | Path) -> list[str]:
     """The globals of `path` that are neither tensors nor plain containers (empty: none found,
     or the file is not a readable pickle)."""
     found, parsed = pickled_globals(path)
     if not parsed:
         return []
-    unsafe = [g for g in found if g not in _PLAIN_GLOBALS and g.split(".", 1)[0] not in _PLAIN_MODULES]
+    unsafe = [g for g in found if not _is_plain(g)]
     return list(dict.fromkeys(unsafe))  # first occurrence order, no repeats
