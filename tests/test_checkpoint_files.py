@@ -22,6 +22,7 @@ from safetensors.torch import load_file, save_file
 
 from framework.checkpoint import files as ckpt
 from framework.errors import CheckpointError
+from framework.serialization import weights_file
 
 ENOSPC = os.strerror(errno.ENOSPC)
 
@@ -229,12 +230,12 @@ def test_a_truncated_checkpoint_names_the_error_type_and_torchs_first_sentences(
     (". " + "z" * 250, ". " + "z" * 195 + "..."),  # no sentence before the first ". "
 ])
 def test_long_details_are_cut_after_a_whole_sentence(text, expected):
-    assert ckpt._whole_sentences(text) == expected
+    assert weights_file._whole_sentences(text) == expected
 
 
 def test_the_first_line_of_an_error_or_its_type_when_it_has_no_text():
-    assert ckpt._first_line(ValueError("  first\nsecond")) == "first"
-    assert ckpt._first_line(RuntimeError("")) == "RuntimeError"
+    assert weights_file._first_line(ValueError("  first\nsecond")) == "first"
+    assert weights_file._first_line(RuntimeError("")) == "RuntimeError"
 
 
 def test_safetensors_are_read_and_a_damaged_one_is_named(tmp_path):
@@ -372,7 +373,7 @@ def test_an_object_from_torch_is_refused_and_named_not_taken_for_a_corrupt_file(
 def test_tensors_of_every_kind_in_plain_containers_have_no_unsafe_globals(tmp_path, legacy_format):
     from collections import Counter, OrderedDict
 
-    from framework.checkpoint.pickle_globals import pickled_globals, unsafe_globals
+    from framework.serialization.pickle_globals import pickled_globals, unsafe_globals
 
     dtypes = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8, torch.uint8, torch.int16,
               torch.int32, torch.int64, torch.bool, torch.complex64]

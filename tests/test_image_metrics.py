@@ -1,11 +1,13 @@
 """PSNR, SSIM and L1 against torchmetrics, their sums across ranks, and FID's local-weights rule."""
 
+import re
+
 import pytest
 import torch
 from torchmetrics.image import PeakSignalNoiseRatio, StructuralSimilarityIndexMeasure
 
 import framework  # noqa: F401  (fills the registries)
-from framework.errors import ConfigError
+from framework.errors import ConfigError, UserError
 from framework.metrics import FID, PSNR, SSIM, L1Distance
 from framework.registry import METRICS
 
@@ -93,6 +95,14 @@ def test_fid_with_torchvision_inception_weights_from_a_local_file(tmp_path):
     value = run(fid, torch.zeros_like(real), real, splits=(2,))["FID"]  # one compute: a 2048-d sqrtm is slow
     assert 0 < value < float("inf")
     assert int(fid.states()["real_features_num_samples"]) == 4
+
+
+def test_fid_with_a_damaged_weights_file_is_one_line_naming_it(tmp_path):
+    weights = tmp_path / "inception_v3.pth"
+    weights.write_bytes(bytes(range(256)) * 8)
+    with pytest.raises(UserError, match=r"^metrics\[0\] \(FID\): " + re.escape(
+            f"cannot load {weights}: not a PyTorch checkpoint, or a corrupt or truncated one") + "$"):
+        METRICS.build({"type": "FID", "weights_path": str(weights), "extractor": "torchvision"}, path="metrics[0]")
 
 
 def test_suffixed_metrics_name_their_results_before_evaluating():

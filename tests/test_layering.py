@@ -10,7 +10,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # Lowest first. A module may import its own layer and the layers before it.
 LAYERS = [
-    {"registry", "errors", "__init__"},
+    {"registry", "errors", "serialization", "__init__"},
     {"config"},
     {"data", "models", "losses", "metrics", "visualization"},
     {"inference"},

@@ -9,7 +9,7 @@ from torch import nn
 from torchvision.models.vgg import cfgs, make_layers
 
 import framework  # noqa: F401
-from framework.errors import ConfigError
+from framework.errors import ConfigError, UserError
 from framework.registry import LOSSES, TASKS
 
 MEAN = torch.tensor([0.485, 0.456, 0.406]).view(1, 3, 1, 1)
@@ -68,6 +68,22 @@ def test_a_missing_weights_file_is_one_line_naming_file_and_folder(tmp_path, mon
     assert message.startswith("task.perceptual (VGGPerceptualLoss): weights:")
     with pytest.raises(ConfigError, match=f"vgg16-397923af.pth not found in {tmp_path}"):
         LOSSES.build({"type": "VGGPerceptualLoss", "arch": "vgg16", "weights": str(tmp_path / "vgg16-397923af.pth")})
+
+
+@pytest.mark.parametrize("content, message", [
+    ("random_bytes", "cannot load {path}: not a PyTorch checkpoint, or a corrupt or truncated one"),
+    ("whole_model", "refused to load {path}: it holds pickled objects (torch.nn.modules.container.Sequential, "),
+], ids=["random_bytes", "whole_model"])
+def test_a_damaged_or_pickled_object_weights_file_is_one_line_naming_it(tmp_path, content, message):
+    path = tmp_path / "vgg16.pth"
+    if content == "random_bytes":
+        path.write_bytes(bytes(range(256)) * 8)
+    else:
+        torch.save(make_layers(cfgs["D"])[:4], path)  # torch.save(model): its classes would be unpickled
+    with pytest.raises(UserError) as error:
+        LOSSES.build({"type": "VGGPerceptualLoss", "arch": "vgg16", "weights": str(path)}, path="task.perceptual")
+    assert str(error.value).startswith("task.perceptual (VGGPerceptualLoss): " + message.format(path=path))
+    assert "\n" not in str(error.value)
 
 
 def test_a_file_of_another_network_is_refused(tmp_path):

@@ -7,9 +7,9 @@ Layout of `<work_dir>/checkpoints/`:
 
 Writes go to a temp file in the same folder, are fsynced, then renamed over the final name,
 and `latest` is rewritten (the same way) only after that: a crash never leaves a partial file
-at a final path, and `latest` always names a complete file. Reads use
-`torch.load(weights_only=True)` (or safetensors): a file that would need arbitrary unpickling
-is refused, never executed, and there is no fallback to unsafe loading.
+at a final path, and `latest` always names a complete file. Reads go through
+framework.serialization (`torch.load(weights_only=True)` or safetensors): a file that would need
+arbitrary unpickling is refused, never executed, and there is no fallback to unsafe loading.
 """
 
 from __future__ import annotations
@@ -17,15 +17,15 @@ from __future__ import annotations
 import copy
 import logging
 import os
-import pickle
 import re
-import warnings
 from pathlib import Path
 
 import torch
 
-from framework.checkpoint.pickle_globals import unsafe_globals
 from framework.errors import CheckpointError
+from framework.serialization.weights_file import UnsafeCheckpointError, read_weights_file
+
+__all__ = ["UnsafeCheckpointError", "read_weights_file"]  # read here: framework.serialization
 
 logger = logging.getLogger("framework")
 
@@ -33,10 +33,6 @@ LATEST = "latest"
 TRAINING_CHECKPOINT_KEYS = ("meta", "task", "optim", "rng")
 _ITER_NAME = re.compile(r"^iter_(\d+)\.pth$")
 _TEMP_NAME = re.compile(r"^\..+\.tmp-(\d+)$")
-
-
-class UnsafeCheckpointError(CheckpointError):
-    """The file holds pickled objects other than tensors and plain containers: it is refused."""
 
 
 def _fsync_dir(folder: Path) -> None:
@@ -153,59 +149,6 @@ def save_checkpoint(state: dict, path: str | os.PathLike) -> None:
         atomic_write_bytes(Path(path), write)
     except OSError as err:
         raise OSError(err.errno, err.strerror or str(err), str(path)) from err
-
-
-def _first_line(err: BaseException) -> str:
-    text = str(err).strip()
-    return text.splitlines()[0] if text else type(err).__name__
-
-
-def _whole_sentences(text: str, limit: int = 200) -> str:
-    """`text` cut to at most `limit` characters after its last whole sentence that fits (torch's
-    first line about a damaged zip archive is 337 characters, its first sentence says it all),
-    or cut with "..." where no sentence ends in time."""
-    if len(text) <= limit:
-        return text
-    end = text.rfind(". ", 0, limit)
-    return text[:end + 1] if end > 0 else text[:limit - 3] + "..."
-
-
-def read_weights_file(path: str | os.PathLike) -> dict:
-    """Everything in a `.pth`/`.pt`/`.safetensors` file, on the CPU, without running code from it."""
-    path = Path(path)
-    if path.is_dir():
-        raise CheckpointError(f"{path} is a directory, not a checkpoint file (a run's checkpoints are "
-                              "<work_dir>/checkpoints/iter_<N>.pth; --resume alone takes the latest)")
-    if not path.is_file():
-        raise CheckpointError(f"checkpoint not found: {path}")
-    if path.suffix == ".safetensors":
-        from safetensors import SafetensorError
-        from safetensors.torch import load_file
-
-        try:
-            return load_file(str(path), device="cpu")
-        except (SafetensorError, OSError, ValueError) as err:
-            raise CheckpointError(f"cannot load {path}: {_first_line(err)}") from err
-    try:
-        with warnings.catch_warnings():  # torch warns about the "pickle protocol" of random bytes
-            warnings.simplefilter("ignore")
-            state = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as err:  # noqa: BLE001 - every failure becomes one clear message
-        unsafe = unsafe_globals(path)  # read from the file's pickles, not from torch's message
-        if unsafe:  # a real pickle of some class: the weights-only loader refused to import it
-            named = ", ".join(unsafe[:3]) + (f" and {len(unsafe) - 3} more" if len(unsafe) > 3 else "")
-            raise UnsafeCheckpointError(
-                f"refused to load {path}: it holds pickled objects ({named}) besides tensors and "
-                "plain containers, and unpickling them could run code; re-save it as a state dict of tensors"
-            ) from err
-        # Anything else (random bytes, a truncated archive, a text file) is not a readable checkpoint.
-        detail = ("" if isinstance(err, pickle.UnpicklingError)
-                  else f" ({type(err).__name__}: {_whole_sentences(_first_line(err))})")
-        raise CheckpointError(f"cannot load {path}: not a PyTorch checkpoint, or a corrupt or truncated "
-                              f"one{detail}") from err
-    if not isinstance(state, dict):
-        raise CheckpointError(f"{path} holds a {type(state).__name__}, expected a dict")
-    return state
 
 
 def load_checkpoint(path: str | os.PathLike) -> dict:

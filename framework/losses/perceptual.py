@@ -25,6 +25,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from framework.registry import LOSSES, did_you_mean
+from framework.serialization.weights_file import read_weights_file
 
 # torchvision's layer lists (models/vgg.py cfgs) and the files its IMAGENET1K_V1 weights download to.
 VGG_CONFIGS = {"vgg16": "D", "vgg19": "E"}
@@ -66,7 +67,7 @@ def load_vgg_features(arch: str, weights: str, depth: int) -> nn.Sequential:
                else "the file given")
         raise ValueError(f"weights: {arch} weights file {path.name} not found in {path.parent} ({how}; nothing is "
                          f"downloaded: place the file there, set weights to its path, or weights: random for a demo)")
-    state = torch.load(path, map_location="cpu", weights_only=True)
+    state = read_weights_file(path)  # a damaged or pickled-object file: one line naming it
     wanted = {key: value for key, value in state.items() if key.startswith("features.")}
     own = {f"features.{key}": value for key, value in features.state_dict().items()}
     missing = [key for key in own if key not in wanted or wanted[key].shape != own[key].shape]

@@ -20,6 +20,7 @@ from torch import nn
 
 from framework.metrics.base import Metric
 from framework.registry import METRICS
+from framework.serialization.weights_file import read_weights_file
 
 # A perfect reconstruction would have an infinite PSNR; its MSE is floored to give 100 dB.
 MIN_MSE = 1e-10
@@ -181,7 +182,7 @@ class TorchvisionInceptionFeatures(nn.Module):
         from torchvision.models import inception_v3
 
         network = inception_v3(weights=None, aux_logits=False, init_weights=False)
-        state = torch.load(weights_path, map_location="cpu", weights_only=True)
+        state = read_weights_file(weights_path)  # a damaged or pickled-object file: one line naming it
         state = {k: v for k, v in state.items() if not k.startswith("AuxLogits.")}  # not in this network
         network.load_state_dict(state)
         network.fc = nn.Identity()
@@ -230,6 +231,7 @@ class FID(Metric):
                 raise ValueError("extractor fid-inception needs the torch-fidelity package, which is not installed: "
                                  "pip install 'segan-framework[fid]' (or torch-fidelity); or use extractor: "
                                  "torchvision with torchvision's Inception v3 weights file") from err
+            read_weights_file(weights_path)  # torch-fidelity reads it again; a bad file fails here in one line
         from torchmetrics.image.fid import FrechetInceptionDistance
 
         # sync_on_compute off: states are summed across ranks by `sync` (one all_reduce each).

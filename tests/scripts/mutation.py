@@ -36,6 +36,8 @@ MODULES: dict[str, tuple[str, list[str]]] = {
     # (test_checkpoints.py's killed-mid-write test forks a writer that did not get halfway in 60 s
     # under mutmut on the shared machine, which stops mutmut's stats run: left out)
     "checkpoint.files": ("framework/checkpoint/files.py", ["tests/test_checkpoint_files.py"]),
+    "serialization.weights_file": ("framework/serialization/weights_file.py", ["tests/test_checkpoint_files.py"]),
+    "serialization.pickle_globals": ("framework/serialization/pickle_globals.py", ["tests/test_checkpoint_files.py"]),
     "engine.resume": ("framework/engine/resume.py", ["tests/test_resume_choice.py"]),  # test_resume.py trains
     "engine.random_state": ("framework/engine/random_state.py", ["tests/test_random_state.py"]),
     "engine.workdir": ("framework/engine/workdir.py", ["tests/test_workdir_lock.py", "tests/test_workdir.py",
