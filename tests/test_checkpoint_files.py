@@ -10,9 +10,11 @@ import errno
 import fractions
 import io
 import os
+import pickle
 import re
 import subprocess
 import sys
+import zipfile
 from pathlib import Path, PurePosixPath
 
 import pytest
@@ -370,10 +372,11 @@ def test_an_object_from_torch_is_refused_and_named_not_taken_for_a_corrupt_file(
 
 @pytest.mark.filterwarnings("ignore::UserWarning")  # TypedStorage and sparse-validation notices of torch itself
 @pytest.mark.parametrize("legacy_format", [False, True], ids=["zip", "legacy"])
-def test_tensors_of_every_kind_in_plain_containers_have_no_unsafe_globals(tmp_path, legacy_format):
+@pytest.mark.parametrize("protocol", [2, 4])  # torch.save's default, and STACK_GLOBAL with the memo
+def test_tensors_of_every_kind_in_plain_containers_have_no_unsafe_globals(tmp_path, legacy_format, protocol):
     from collections import Counter, OrderedDict
 
-    from framework.serialization.pickle_globals import pickled_globals, unsafe_globals
+    from framework.serialization.pickle_globals import scan_pickles, unsafe_globals
 
     dtypes = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8, torch.uint8, torch.int16,
               torch.int32, torch.int64, torch.bool, torch.complex64]
@@ -385,11 +388,104 @@ def test_tensors_of_every_kind_in_plain_containers_have_no_unsafe_globals(tmp_pa
         "sparse": torch.eye(2).to_sparse(), "containers": (OrderedDict(a=1), Counter("ab"), {1, 2}, b"\x00", 1.5j),
     }
     path = tmp_path / "plain.pth"
-    torch.save(state, path, _use_new_zipfile_serialization=not legacy_format)
-    found, parsed = pickled_globals(path)
-    assert parsed and "torch._utils._rebuild_tensor_v2" in found and "torch.bfloat16" in found
-    assert unsafe_globals(path) == []
-    torch.load(path, weights_only=True)  # torch's own weights-only loader agrees they are plain
+    torch.save(state, path, _use_new_zipfile_serialization=not legacy_format, pickle_protocol=protocol)
+    scan = scan_pickles(path)
+    assert scan.parsed and "torch._utils._rebuild_tensor_v2" in scan.globals and "torch.bfloat16" in scan.globals
+    assert scan.protocol == protocol and unsafe_globals(scan) == []
+    if protocol == 2:
+        assert ckpt.read_weights_file(path).keys() == state.keys()  # torch's weights-only loader agrees
+    else:  # torch 2.14's weights-only loader stops at protocol 4's FRAME opcode: said as such, not "corrupt"
+        with pytest.raises(CheckpointError, match=exactly(
+                f"cannot load {path}: it was saved with pickle protocol 4 (torch.save(..., pickle_protocol=4)), "
+                "which torch's weights-only loader does not read; save it again with torch.save's default protocol")):
+            ckpt.read_weights_file(path)
+
+
+@pytest.mark.parametrize("protocol", [4, 5])
+def test_objects_named_through_the_memo_in_protocol_4_and_5(tmp_path, protocol):
+    # STACK_GLOBAL takes its module and name from the stack; a module named a second time comes
+    # from the memo (BINGET), as pickle writes it for datetime.time after datetime.date
+    path = tmp_path / "objects.pt"
+    path.write_bytes(pickle.dumps({"a": datetime.date(2020, 1, 1), "b": datetime.time(1, 2), "w": 1.0},
+                                  protocol=protocol))
+    with pytest.raises(ckpt.UnsafeCheckpointError, match=re.escape("pickled objects (datetime.date, datetime.time) besides")):
+        ckpt.read_weights_file(path)
+    zipped = tmp_path / "objects.pth"
+    torch.save({"w": torch.ones(2), "a": datetime.date(2020, 1, 1), "b": datetime.time(1, 2)}, zipped,
+               pickle_protocol=protocol)
+    with pytest.raises(ckpt.UnsafeCheckpointError, match=re.escape("pickled objects (datetime.date, datetime.time) besides")):
+        ckpt.read_weights_file(zipped)
+
+
+def test_a_bare_object_at_protocol_4_is_named(tmp_path):
+    path = tmp_path / "bare.pt"  # the pickle is the global alone: its two strings are all there is on the stack
+    path.write_bytes(pickle.dumps(datetime.date, protocol=4))
+    with pytest.raises(ckpt.UnsafeCheckpointError, match=re.escape("pickled objects (datetime.date) besides")):
+        ckpt.read_weights_file(path)
+
+
+@pytest.mark.parametrize("put, get", [
+    (b"p0\n", b"g0\n"),  # protocol 0's text PUT / GET
+    (b"q\x00", b"h\x00"),  # BINPUT / BINGET
+    (b"r\x00\x00\x00\x00", b"j\x00\x00\x00\x00"),  # LONG_BINPUT / LONG_BINGET
+], ids=["put", "binput", "long_binput"])
+def test_a_module_name_kept_in_the_memo_is_found(tmp_path, put, get):
+    # a hand-made pickle: 'os' stored in the memo and dropped, fetched back for STACK_GLOBAL
+    path = tmp_path / "memo.pt"
+    path.write_bytes(b"\x80\x04\x8c\x02os" + put + b"0" + get + b"\x8c\x06system\x93.")
+    with pytest.raises(ckpt.UnsafeCheckpointError, match=re.escape("pickled objects (os.system) besides")):
+        ckpt.read_weights_file(path)
+
+
+@pytest.mark.parametrize("damage", ["truncated_pickle", "bad_crc"])
+def test_a_damaged_pickle_in_a_zip_is_not_a_checkpoint_whatever_it_names(tmp_path, damage):
+    path = tmp_path / "damaged.pth"
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("archive/data.pkl", b"\x80\x02cos\nsystem\nq\x00" if damage == "truncated_pickle"
+                         else b"\x80\x02cos\nsystem\nq\x00.")
+    if damage == "bad_crc":  # one byte of the stored pickle changed: reading it fails its CRC check
+        data = bytearray(path.read_bytes())
+        data[data.index(b"system")] ^= 1
+        path.write_bytes(bytes(data))
+    with pytest.raises(CheckpointError) as error:
+        ckpt.read_weights_file(path)
+    assert not isinstance(error.value, ckpt.UnsafeCheckpointError)
+    assert str(error.value).startswith(f"cannot load {path}: not a PyTorch checkpoint, or a corrupt or truncated one")
+
+
+def test_an_object_after_the_legacy_formats_header_pickles_is_named(tmp_path):
+    # torch.save's legacy format writes three small pickles (magic number, version, system info) first
+    path = tmp_path / "legacy.pth"
+    torch.save({"w": torch.ones(2), "when": datetime.date(2020, 1, 1)}, path, _use_new_zipfile_serialization=False)
+    with pytest.raises(ckpt.UnsafeCheckpointError, match=re.escape("pickled objects (datetime.date) besides")):
+        ckpt.read_weights_file(path)
+
+
+@pytest.mark.parametrize("name", ["load", "save", "compile"])
+def test_a_function_of_the_torch_module_is_named(tmp_path, name):
+    path = tmp_path / "calls_torch.pth"
+    path.write_bytes(b"\x80\x02ctorch\n" + name.encode() + b"\nq\x00.")  # a pickle naming torch.<name>
+    with pytest.raises(ckpt.UnsafeCheckpointError, match=re.escape(f"pickled objects (torch.{name}) besides")):
+        ckpt.read_weights_file(path)
+
+
+def test_every_pickle_of_a_zip_archive_is_read(tmp_path):
+    path = tmp_path / "two_pickles.pth"
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("archive/extra.pkl", b"\x80\x02cos\nsystem\nq\x00.")
+        archive.writestr("archive/data.pkl", pickle.dumps({"when": datetime.date(2020, 1, 1)}, protocol=2))
+    with pytest.raises(ckpt.UnsafeCheckpointError, match=re.escape("pickled objects (os.system, datetime.date) besides")):
+        ckpt.read_weights_file(path)
+
+
+@pytest.mark.filterwarnings("ignore::FutureWarning")  # torch 2.14 calls torch.jit deprecated; export still writes it
+def test_a_torchscript_archive_is_named_as_one(tmp_path):
+    path = tmp_path / "model.pt"  # what tools/export.py writes
+    torch.jit.save(torch.jit.script(torch.nn.Linear(2, 2)), path)
+    with pytest.raises(ckpt.UnsafeCheckpointError, match=exactly(
+            f"refused to load {path}: it is a TorchScript archive (a model's code and weights, as torch.jit.save "
+            "and tools/export.py write), not a checkpoint or state dict; give the .pth checkpoint it was exported from")):
+        ckpt.read_weights_file(path)
 
 
 def test_a_refused_checkpoint_stops_the_search(tmp_path):

@@ -13,6 +13,7 @@ import pickletools
 import re
 import zipfile
 from pathlib import Path
+from typing import NamedTuple
 
 import torch
 
@@ -31,20 +32,28 @@ _TENSOR_AND_STORAGE_TYPES = re.compile(r"torch(\.cuda|\.storage)?\.[A-Z][A-Za-z0
 _MAX_PICKLES = 5  # the legacy (non-zip) torch.save format is a few pickles in a row
 
 
-def _globals_of(data: bytes) -> tuple[list[str], bool]:
-    """(module.name of each GLOBAL / STACK_GLOBAL, whether at least one pickle parsed to its end).
+class PickleScan(NamedTuple):
+    """What a file's pickles hold, read without unpickling them."""
 
-    Parsing stops at the first bytes that are not a pickle: the legacy (non-zip) torch.save
-    format follows its few pickles with raw storage bytes."""
+    globals: list[str]  # module.name of each GLOBAL / STACK_GLOBAL, in file order
+    parsed: bool  # every pickle read (each .pkl of a zip; at least the first of a legacy file) parsed to its end
+    protocol: int  # the highest pickle protocol among them (torch.save writes 2 unless told otherwise)
+
+
+def _scan(data: bytes) -> PickleScan:
+    """The pickles of `data`, one after another. Parsing stops at the first bytes that are not a
+    pickle: the legacy (non-zip) torch.save format follows its few pickles with raw storage bytes."""
     found: list[str] = []
     stream = io.BytesIO(data)
-    complete = 0
+    complete = protocol = 0
     while complete < _MAX_PICKLES and stream.tell() < len(data):
         memo: dict[int, object] = {}
         recent: list[object] = []  # the last values pushed: STACK_GLOBAL takes its two strings from there
         try:
             for op, arg, _ in pickletools.genops(stream):
-                if op.name == "GLOBAL":
+                if op.name == "PROTO":
+                    protocol = max(protocol, int(arg))
+                elif op.name == "GLOBAL":
                     found.append(".".join(str(arg).split(" ", 1)))
                 elif op.name == "STACK_GLOBAL" and len(recent) >= 2:
                     found.append(f"{recent[-2]}.{recent[-1]}")
@@ -60,27 +69,36 @@ def _globals_of(data: bytes) -> tuple[list[str], bool]:
         except Exception:  # noqa: BLE001 - pickletools raises ValueError, EOFError, ... on other bytes
             break
         complete += 1
-    return found, complete > 0
+    return PickleScan(found, complete > 0, protocol)
 
 
-def pickled_globals(path: str | Path) -> tuple[list[str], bool]:
-    """(globals the file's pickles import, whether it parsed as pickles at all)."""
+def is_torchscript_archive(path: str | Path) -> bool:
+    """Whether `path` is a TorchScript zip (torch.jit.save, tools/export.py): it holds the model's
+    code (`code/`, `constants.pkl`) besides its weights."""
+    try:
+        if not zipfile.is_zipfile(path):
+            return False
+        with zipfile.ZipFile(path) as archive:
+            return any(name.endswith("/constants.pkl") or "/code/" in name for name in archive.namelist())
+    except (OSError, zipfile.BadZipFile):
+        return False
+
+
+def scan_pickles(path: str | Path) -> PickleScan:
+    """The globals and protocol of the pickles in `path` (a torch zip archive's .pkl files, or a
+    legacy / plain pickle file); `parsed` false when they are not pickles at all."""
     path = Path(path)
     try:
         if zipfile.is_zipfile(path):
             with zipfile.ZipFile(path) as archive:
-                names = [n for n in archive.namelist() if n.endswith(".pkl")]
-                found: list[str] = []
-                for name in names:
-                    globals_, ok = _globals_of(archive.read(name))
-                    if not ok:
-                        return found, False
-                    found += globals_
-                return found, bool(names)
+                scans = [_scan(archive.read(name)) for name in archive.namelist() if name.endswith(".pkl")]
+            return PickleScan([g for scan in scans for g in scan.globals],
+                              bool(scans) and all(scan.parsed for scan in scans),
+                              max((scan.protocol for scan in scans), default=0))
         data = path.read_bytes()
     except (OSError, zipfile.BadZipFile, EOFError, ValueError, RuntimeError):
-        return [], False
-    return _globals_of(data)
+        return PickleScan([], False, 0)
+    return _scan(data)
 
 
 def _is_plain(name: str) -> bool:
@@ -94,11 +112,10 @@ def _is_plain(name: str) -> bool:
     return module == "torch" and isinstance(getattr(torch, attribute, None), (torch.dtype, torch.qscheme))
 
 
-def unsafe_globals(path: str | Path) -> list[str]:
-    """The globals of `path` that are neither tensors nor plain containers (empty: none found,
-    or the file is not a readable pickle)."""
-    found, parsed = pickled_globals(path)
-    if not parsed:
+def unsafe_globals(scan: PickleScan) -> list[str]:
+    """The globals of a scan that are neither tensors nor plain containers (empty: none found, or
+    the file is not a readable pickle)."""
+    if not scan.parsed:
         return []
-    unsafe = [g for g in found if not _is_plain(g)]
+    unsafe = [g for g in scan.globals if not _is_plain(g)]
     return list(dict.fromkeys(unsafe))  # first occurrence order, no repeats

@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 
 from framework.errors import CheckpointError
-from framework.serialization.pickle_globals import unsafe_globals
+from framework.serialization.pickle_globals import is_torchscript_archive, scan_pickles, unsafe_globals
 
 
 class UnsafeCheckpointError(CheckpointError):
@@ -59,13 +59,24 @@ def read_weights_file(path: str | os.PathLike) -> dict:
             warnings.simplefilter("ignore")
             state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # noqa: BLE001 - every failure becomes one clear message
-        unsafe = unsafe_globals(path)  # read from the file's pickles, not from torch's message
+        if is_torchscript_archive(path):
+            raise UnsafeCheckpointError(
+                f"refused to load {path}: it is a TorchScript archive (a model's code and weights, as "
+                "torch.jit.save and tools/export.py write), not a checkpoint or state dict; give the .pth "
+                "checkpoint it was exported from") from err
+        scan = scan_pickles(path)  # the file's pickles read, not torch's message
+        unsafe = unsafe_globals(scan)
         if unsafe:  # a real pickle of some class: the weights-only loader refused to import it
             named = ", ".join(unsafe[:3]) + (f" and {len(unsafe) - 3} more" if len(unsafe) > 3 else "")
             raise UnsafeCheckpointError(
                 f"refused to load {path}: it holds pickled objects ({named}) besides tensors and "
                 "plain containers, and unpickling them could run code; re-save it as a state dict of tensors"
             ) from err
+        if scan.parsed and scan.protocol >= 4:  # torch's weights-only loader reads protocols 2 and 3 only
+            raise CheckpointError(
+                f"cannot load {path}: it was saved with pickle protocol {scan.protocol} (torch.save(..., "
+                f"pickle_protocol={scan.protocol})), which torch's weights-only loader does not read; save it "
+                "again with torch.save's default protocol") from err
         # Anything else (random bytes, a truncated archive, a text file) is not a readable checkpoint.
         detail = ("" if isinstance(err, pickle.UnpicklingError)
                   else f" ({type(err).__name__}: {_whole_sentences(_first_line(err))})")
