@@ -453,6 +453,19 @@ def test_a_damaged_pickle_in_a_zip_is_not_a_checkpoint_whatever_it_names(tmp_pat
     assert str(error.value).startswith(f"cannot load {path}: not a PyTorch checkpoint, or a corrupt or truncated one")
 
 
+def test_a_zip_missing_a_tensors_bytes_is_corrupt_not_unsafe_or_of_another_protocol(tmp_path):
+    whole, damaged = tmp_path / "whole.pth", tmp_path / "damaged.pth"
+    torch.save({"w": torch.ones(3)}, whole)
+    with zipfile.ZipFile(whole) as source, zipfile.ZipFile(damaged, "w") as target:
+        for name in source.namelist():
+            if "/data/" not in name:  # its pickle intact, the tensor's storage record gone
+                target.writestr(name, source.read(name))
+    with pytest.raises(CheckpointError, match=f"^cannot load {re.escape(str(damaged))}: not a PyTorch checkpoint, "
+                                              "or a corrupt or truncated one \\(RuntimeError: ") as error:
+        ckpt.read_weights_file(damaged)
+    assert not isinstance(error.value, ckpt.UnsafeCheckpointError)
+
+
 def test_an_object_after_the_legacy_formats_header_pickles_is_named(tmp_path):
     # torch.save's legacy format writes three small pickles (magic number, version, system info) first
     path = tmp_path / "legacy.pth"
