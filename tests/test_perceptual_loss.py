@@ -2,6 +2,8 @@
 download), a one-line error for a missing file, float32 under autocast, kept out of
 checkpoints, optimizers and training mode."""
 
+import re
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -64,9 +66,10 @@ def test_a_missing_weights_file_is_one_line_naming_file_and_folder(tmp_path, mon
         LOSSES.build({"type": "VGGPerceptualLoss", "arch": "vgg19"}, path="task.perceptual")
     message = str(error.value)
     assert "\n" not in message
-    assert f"vgg19-dcbb9e9d.pth not found in {tmp_path / 'hub' / 'checkpoints'}" in message
-    assert message.startswith("task.perceptual (VGGPerceptualLoss): weights:")
-    with pytest.raises(ConfigError, match=f"vgg16-397923af.pth not found in {tmp_path}"):
+    assert message == (f"task.perceptual (VGGPerceptualLoss): weights: vgg19 weights file vgg19-dcbb9e9d.pth not found in "
+                       f"{tmp_path / 'hub' / 'checkpoints'} (torchvision's ImageNet file from the torch hub cache; "
+                       "nothing is downloaded: place the file there, set weights to its path, or weights: random for a demo)")
+    with pytest.raises(ConfigError, match=re.escape(f"vgg16-397923af.pth not found in {tmp_path} (the file given; nothing")):
         LOSSES.build({"type": "VGGPerceptualLoss", "arch": "vgg16", "weights": str(tmp_path / "vgg16-397923af.pth")})
 
 
@@ -88,7 +91,8 @@ def test_a_damaged_or_pickled_object_weights_file_is_one_line_naming_it(tmp_path
 
 def test_a_file_of_another_network_is_refused(tmp_path):
     torch.save({"features.0.weight": torch.zeros(1)}, tmp_path / "other.pth")
-    with pytest.raises(ConfigError, match="is not a torchvision vgg16 file"):
+    with pytest.raises(ConfigError, match=re.escape("is not a torchvision vgg16 file: 22 tensors missing or of "
+                                                    "another shape, e.g. features.0.weight")):
         LOSSES.build({"type": "VGGPerceptualLoss", "arch": "vgg16", "weights": str(tmp_path / "other.pth")})
 
 
@@ -108,3 +112,34 @@ def test_random_weights_only_when_asked_and_unknown_layers_named():
     LOSSES.build({"type": "VGGPerceptualLoss", "arch": "vgg16", "weights": "random", "layers": {"relu1_1": 1.0}})
     with pytest.raises(ConfigError, match="layers: vgg16 has no layer 'relu3_4'; did you mean"):
         LOSSES.build({"type": "VGGPerceptualLoss", "arch": "vgg16", "weights": "random", "layers": {"relu3_4": 1.0}})
+
+
+def test_the_defaults_are_pix2pixhds_vgg19_layers_and_weight_10():
+    loss = LOSSES.build({"type": "VGGPerceptualLoss", "weights": "random"})
+    assert len(loss.vgg) == 30  # vgg19 up to relu5_1
+    assert loss.layers == {1: 1 / 32, 6: 1 / 16, 11: 1 / 8, 20: 1 / 4, 29: 1.0} and loss.weight == 10.0
+
+
+@pytest.mark.parametrize("node, message", [
+    ({"arch": "vgg18"}, "arch: unknown 'vgg18'; did you mean 'vgg19', 'vgg16'? (vgg16 or vgg19)"),
+    ({"layers": {}}, "layers: name at least one VGG layer, e.g. {relu3_1: 1.0}"),
+    ({"layers": {"relu1_1": -0.5}}, "layers.relu1_1: expected a weight >= 0, got -0.5"),
+    ({"layers": {"relu1_1": "high"}}, "layers.relu1_1: expected a weight >= 0, got 'high'"),
+    ({"weight": 0}, "weight must be positive, got 0"),
+], ids=["arch", "no_layers", "negative_layer_weight", "text_layer_weight", "zero_weight"])
+def test_bad_settings_are_one_line_naming_the_key(node, message):
+    with pytest.raises(ConfigError) as error:
+        LOSSES.build({"type": "VGGPerceptualLoss", "weights": "random", **node}, path="task.perceptual")
+    assert str(error.value) == f"task.perceptual (VGGPerceptualLoss): {message}"
+
+
+def test_a_zero_layer_weight_and_a_weight_below_one_are_allowed():
+    loss = LOSSES.build({"type": "VGGPerceptualLoss", "arch": "vgg16", "weights": "random", "weight": 0.5,
+                         "layers": {"relu1_1": 0.0, "relu1_2": 1.0}})
+    assert loss.weight == 0.5 and loss.layers == {1: 0.0, 3: 1.0}
+
+
+def test_images_of_other_than_three_channels_are_refused_naming_the_count():
+    loss = LOSSES.build({"type": "VGGPerceptualLoss", "arch": "vgg16", "weights": "random", "layers": {"relu1_1": 1.0}})
+    with pytest.raises(ValueError, match=re.escape("the VGG perceptual loss needs 3-channel images, got 1 channels")):
+        loss(torch.zeros(2, 1, 8, 8), torch.zeros(2, 1, 8, 8))

@@ -52,6 +52,8 @@ MODULES: dict[str, tuple[str, list[str]]] = {
     "tasks.discriminator_step": ("framework/tasks/discriminator_step.py", [
         "tests/test_gan_toolkit.py", "tests/test_gan.py", "tests/test_cyclegan_toolkit.py"]),
     "models.diff_augment": ("framework/models/diff_augment.py", ["tests/test_gan_toolkit.py", "tests/test_gan.py"]),
+    "losses.perceptual": ("framework/losses/perceptual.py", ["tests/test_perceptual_loss.py"]),
+    "metrics.image": ("framework/metrics/image.py", ["tests/test_image_metrics.py"]),
     "losses.feature_matching": ("framework/losses/feature_matching.py", ["tests/test_gan_toolkit.py"]),
     "tasks.image_pool": ("framework/tasks/image_pool.py", ["tests/test_cyclegan.py"]),
     "tasks.gan": ("framework/tasks/gan.py", ["tests/test_gan.py", "tests/test_gan_toolkit.py"]),
