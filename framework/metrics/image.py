@@ -181,7 +181,10 @@ class TorchvisionInceptionFeatures(nn.Module):
         super().__init__()
         from torchvision.models import inception_v3
 
-        network = inception_v3(weights=None, aux_logits=False, init_weights=False)
+        # transform_input as torchvision sets it for these weights (inception_v3(weights=IMAGENET1K_V1)):
+        # they were ported from TensorFlow and expect inputs in [-1, 1], which it makes of the
+        # ImageNet-normalised images given to it.
+        network = inception_v3(weights=None, aux_logits=False, init_weights=False, transform_input=True)
         state = read_weights_file(weights_path)  # a damaged or pickled-object file: one line naming it
         state = {k: v for k, v in state.items() if not k.startswith("AuxLogits.")}  # not in this network
         network.load_state_dict(state)
