@@ -25,8 +25,6 @@ import torch
 from framework.errors import CheckpointError
 from framework.serialization.weights_file import UnsafeCheckpointError, read_weights_file
 
-__all__ = ["UnsafeCheckpointError", "read_weights_file"]  # read here: framework.serialization
-
 logger = logging.getLogger("framework")
 
 LATEST = "latest"
