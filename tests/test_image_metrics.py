@@ -140,9 +140,14 @@ def test_fid_with_torchvision_inception_weights_from_a_local_file(tmp_path):
         expected = [reference(imagenet_input(x)) for x in (real, fake)]
         assert expected[0].abs().mean() > 0.1
         torch.testing.assert_close(fid.fid.inception(real), expected[0], rtol=1e-4, atol=1e-4)
+    fid.fid.train()  # the Inception's batch norms stay frozen whatever asks its module to train
+    assert not fid.fid.inception.network.training
     value = run(fid, fake, real, splits=(2,))["FID"]
-    assert value == pytest.approx(frechet_distance(*expected), rel=1e-3)
+    assert fid.result_names() == ["FID"] and value == pytest.approx(frechet_distance(*expected), rel=1e-3)
     assert int(fid.states()["real_features_num_samples"]) == 4
+    # The framework sums these states across ranks itself (`sync`); torchmetrics syncing them again
+    # in compute() would count every rank's images twice under DDP.
+    assert fid.fid.sync_on_compute is False
 
 
 def test_fid_with_a_damaged_weights_file_is_one_line_naming_it(tmp_path):
@@ -177,9 +182,10 @@ def test_a_suffixed_metric_compares_the_outputs_it_names(make):
 
 def test_outputs_without_the_pair_or_of_other_shapes_are_refused_naming_them():
     image = torch.zeros(2, 3, 8, 8)
-    for outputs in ({"fake": image}, {"real": image}):
+    for outputs in ({"fake": image, "mask": image}, {"real": image, "fake_ab": image}):
         with pytest.raises(ValueError, match=re.escape(
-                f"the task's evaluation outputs hold no 'fake' and 'real' images to compare (they have: {next(iter(outputs))})")):
+                "the task's evaluation outputs hold no 'fake' and 'real' images to compare "
+                f"(they have: {', '.join(sorted(outputs))})")):
             PSNR().update(outputs)
     with pytest.raises(ValueError, match=re.escape("fake (2, 3, 8, 8) and real (2, 3, 8, 9) images differ in shape")):
         PSNR().update({"fake": image, "real": torch.zeros(2, 3, 8, 9)})
@@ -195,3 +201,28 @@ def test_ssim_windows_are_positive_odd_sizes():
     by_hand = ((2 * fake * real + c1) / (fake**2 + real**2 + c1)).mean().item()
     assert run(SSIM(kernel_size=1), fake, real, splits=(1,))["SSIM"] == pytest.approx(by_hand, rel=1e-5)
     assert 0 < run(SSIM(kernel_size=3), fake, real, splits=(1,))["SSIM"] < by_hand
+
+
+def test_ssim_refuses_images_too_small_for_its_window_naming_both():
+    fake, real = structured_pairs(n=1, size=5)  # reflection padding by 5 needs more than 5 pixels
+    with pytest.raises(ValueError, match=re.escape("images of (5, 5) are smaller than the SSIM window 11")):
+        run(SSIM(), fake, real, splits=())
+    fake, real = structured_pairs(n=1, size=6)
+    assert 0 < run(SSIM(), fake, real, splits=())["SSIM"] <= 1
+
+
+def test_a_suffixed_metric_on_an_unpaired_dataset_reports_nothing_and_says_why(framework_log):
+    class Unpaired:
+        paired_by_name = False
+
+    suffixed, plain = PSNR(suffix="_ab"), PSNR()
+    for metric in (suffixed, plain):
+        metric.use_dataset(Unpaired(), "metrics[0]", "data.val")
+    assert suffixed.result_names() == [] and plain.result_names() == ["PSNR"]
+    suffixed.update({"fake_ab": torch.zeros(1, 3, 8, 8)})  # nothing to compare: ignored
+    assert suffixed.compute() == {}
+    assert framework_log.messages == [
+        "metrics[0]: PSNR with suffix _ab needs evaluation samples that pair by name; data.val does not "
+        "(Unpaired): only images are logged"]
+    suffixed.use_dataset(type("Paired", (), {})(), "metrics[0]", "data.val")  # no flag: pairs by name
+    assert suffixed.result_names() == ["PSNR_ab"]
