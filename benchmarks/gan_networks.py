@@ -29,7 +29,11 @@ def networks(kind: str, norm: str | None):
             DCGANDiscriminator(base_channels=32, image_size=32), torch.randn(32, 64, 1, 1), torch.randn(32, 3, 32, 32))
 
 
-def step_ms(kind: str, norm: str | None, channels_last: bool, steps: int) -> float:
+def step_ms(kind: str, norm: str | None, channels_last: bool, steps: int, bf16: bool = False,
+            after_warmup=lambda: None) -> float:
+    """Median ms per G+D step after 5 warm-up steps; `bf16`: the forward passes under bfloat16
+    autocast (losses in float32, as the framework's GAN step); `after_warmup` is called once the
+    5 warm-up steps are done."""
     torch.manual_seed(0)
     G, D, x, y = networks(kind, norm)
     if channels_last:
@@ -40,13 +44,21 @@ def step_ms(kind: str, norm: str | None, channels_last: bool, steps: int) -> flo
     condition = (lambda image: torch.cat([x, image], 1)) if kind == "pix2pix" else (lambda image: image)
     opt_g = torch.optim.Adam(G.parameters(), 2e-4, betas=(0.5, 0.999))
     opt_d = torch.optim.Adam(D.parameters(), 2e-4, betas=(0.5, 0.999))
+    autocast = lambda: torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16)  # noqa: E731
     times = []
-    for _ in range(steps):
+    for step in range(steps):
+        if step == 5:
+            after_warmup()
         start = time.perf_counter()
-        fake = G(x)
-        loss_d = F.softplus(-D(condition(y))).mean() + F.softplus(D(condition(fake.detach()))).mean()
+        with autocast():
+            fake = G(x)
+            real_logits, fake_logits = D(condition(y)).float(), D(condition(fake.detach())).float()
+        loss_d = F.softplus(-real_logits).mean() + F.softplus(fake_logits).mean()
         opt_d.zero_grad(set_to_none=True), loss_d.backward(), opt_d.step()
-        loss_g = F.softplus(-D(condition(fake))).mean() + (100 * (fake - y).abs().mean() if kind == "pix2pix" else 0)
+        with autocast():
+            logits = D(condition(fake)).float()
+        fake = fake.float()
+        loss_g = F.softplus(-logits).mean() + (100 * (fake - y).abs().mean() if kind == "pix2pix" else 0)
         opt_g.zero_grad(set_to_none=True), loss_g.backward(), opt_g.step()
         times.append(time.perf_counter() - start)
     return statistics.median(times[5:]) * 1000
