@@ -553,3 +553,51 @@ def test_feature_matching_sees_real_and_fake_under_one_augmentation():
         for fake, real in zip(fake_layers, real_layers):
             assert torch.equal(fake, real)
     assert real_output.logits[0].grad_fn is None  # the real pass keeps no graph
+
+
+def pix2pix_patchgan(in_channels, width, layers):
+    """pix2pix's PatchGAN written out (the official code's NLayerDiscriminator, instance norm
+    without affine): the reference each scale of the multi-scale D must equal."""
+    body, mult = [nn.Conv2d(in_channels, width, 4, 2, 1), nn.LeakyReLU(0.2)], 1
+    for n in range(1, layers + 1):
+        previous, mult = mult, min(2**n, 8)
+        body += [nn.Conv2d(width * previous, width * mult, 4, 2 if n < layers else 1, 1),
+                 nn.InstanceNorm2d(width * mult), nn.LeakyReLU(0.2)]
+    return nn.Sequential(*body, nn.Conv2d(width * mult, 1, 4, 1, 1))
+
+
+def test_each_scale_is_pix2pixs_patchgan_on_the_image_average_pooled_s_times():
+    torch.manual_seed(0)
+    multi = MultiScaleDiscriminator(in_channels=6, num_scales=3, base_channels=4, num_layers=4, norm="in")
+    image = torch.randn(2, 6, 192, 192)  # the coarsest scale (48 pixels) keeps 2x2 maps through 4 layers
+    with torch.no_grad():
+        out = multi(image)
+        pooled = image
+        for scale, patch_gan in enumerate(multi.scales):
+            reference = pix2pix_patchgan(6, 4, 4)
+            for theirs, ours in zip(reference.parameters(), patch_gan.parameters(), strict=True):
+                theirs.copy_(ours)  # same shapes in the same order, or zip/copy_ fails
+            if scale:  # pix2pixHD's downsampling between scales
+                pooled = F.avg_pool2d(pooled, 3, stride=2, padding=1, count_include_pad=False)
+            torch.testing.assert_close(out.logits[scale], reference(pooled), rtol=1e-5, atol=1e-6)
+            block_ends = [2, 5, 8, 11, 14]  # each block's output, after its LeakyReLU
+            assert len(out.features[scale]) == len(block_ends)
+            for feature, end in zip(out.features[scale], block_ends):
+                torch.testing.assert_close(feature, reference[:end](pooled), rtol=1e-5, atol=1e-6)
+
+
+def test_the_multi_scale_discriminators_defaults_and_batch_norm_without_conv_biases():
+    default = MultiScaleDiscriminator()  # pix2pixHD's: 3 scales of 64-channel 3-layer PatchGANs, instance norm
+    assert len(default.scales) == 3
+    first, second = default.scales[0].blocks[0][0], default.scales[0].blocks[1]
+    assert (first.in_channels, first.out_channels, len(default.scales[0].blocks)) == (6, 64, 4)
+    assert isinstance(second[1], nn.InstanceNorm2d) and not second[1].affine
+    with_bn = MultiScaleDiscriminator(num_scales=1, base_channels=4, num_layers=3, norm="bn").scales[0]
+    assert [block[0].bias is None for block in with_bn.blocks] == [False, True, True, True]  # BN's shift replaces it
+
+
+@pytest.mark.parametrize("keyword", ["num_scales", "num_layers"])
+@pytest.mark.parametrize("value", [0, 1.5, "2"])
+def test_scales_and_layers_are_positive_integers(keyword, value):
+    with pytest.raises(ValueError, match=f"^{keyword} must be a positive integer, got {value!r}$"):
+        MultiScaleDiscriminator(**{keyword: value})

@@ -54,3 +54,29 @@ def test_a_run_logs_the_precision_it_chose(tmp_path):
     chosen = "bfloat16" if native_bf16(CPU) else "float32"
     assert f"precision {chosen} (amp.enabled: auto)" in (tmp_path / "train.log").read_text()
     assert describe(OFF, CPU, None).startswith("precision float32")
+
+
+@pytest.mark.parametrize("amp, dtype, flags, line", [
+    (AUTO, torch.bfloat16, ZEN4, "precision bfloat16 (amp.enabled: auto)"),
+    (AUTO, None, AVX2_ONLY, "precision float32 (amp.enabled: auto)"),
+    (OFF, None, AVX2_ONLY, "precision float32"),
+    (OFF, None, ZEN4, "precision float32; this device computes bfloat16 natively: amp.enabled=auto (bf16 autocast) "
+                      "usually trains faster (docs/performance.md)"),
+    ({"enabled": True, "dtype": "float16"}, torch.float16, ZEN4, "precision float16"),
+    ({"enabled": True, "dtype": "bfloat16"}, torch.bfloat16, AVX2_ONLY, "precision bfloat16"),
+], ids=["auto_bf16", "auto_float32", "off", "off_on_a_bf16_cpu", "float16", "bfloat16"])
+def test_the_precision_line_and_the_hint_only_where_amp_is_off_on_a_bf16_cpu(monkeypatch, amp, dtype, flags, line):
+    # issue 25: where bf16 is not the choice on a CPU that has it, one line says what it would gain
+    import framework.engine.precision as precision
+
+    monkeypatch.setattr(precision, "cpu_flags", lambda cpuinfo=None: flags)
+    monkeypatch.delenv("ONEDNN_MAX_CPU_ISA", raising=False)
+    assert describe(amp, CPU, dtype) == line
+
+
+def test_cpu_flags_are_this_machines_flags_line():
+    cpuinfo = pytest.importorskip("pathlib").Path("/proc/cpuinfo")
+    if not cpuinfo.exists():
+        pytest.skip("no /proc/cpuinfo here")
+    flags_line = next(line for line in cpuinfo.read_text().splitlines() if line.startswith("flags"))
+    assert cpu_flags() == set(flags_line.split(":", 1)[1].split()) and "fpu" in cpu_flags()
