@@ -3,6 +3,7 @@ as state and the LinearDecayLR schedule (the tools, DDP, accumulation and resume
 projects/cyclegan/tests)."""
 
 import copy
+import re
 
 import cv2
 import numpy as np
@@ -12,6 +13,7 @@ from torch import nn
 
 import framework.tasks  # noqa: F401  (registers CycleGANTask)
 from framework.data import UnpairedImageFolders
+from framework.data.unpaired import UnpairedImageDataset
 from framework.errors import DataError
 from framework.optim.optimizers import build_optimizers
 from framework.optim.schedulers import LinearDecayLR
@@ -269,6 +271,63 @@ def test_unpaired_folders_name_the_bad_folder_or_file(unpaired_root):
     data = UnpairedImageFolders(root=str(unpaired_root), split="train", serial=True)
     with pytest.raises(DataError, match="a1.png: cannot read image"):
         data[(1, 0)]
+
+
+class InMemoryUnpaired(UnpairedImageDataset):
+    """The subclass contract (names in any order, load_a / load_b): B's names not in A's order."""
+
+    def __init__(self, names_a, names_b, pipeline=(), shape=(4, 4, 3)):
+        super().__init__(pipeline)
+        self.names_a, self.names_b, self.shape = names_a, names_b, shape
+
+    def load_a(self, index):
+        return np.full(self.shape, 10 + index, np.uint8)
+
+    def load_b(self, index):
+        return np.full(self.shape, 100 + index, np.uint8)
+
+
+def test_unpaired_data_pairs_by_name_in_evaluation_whatever_the_order():
+    data = InMemoryUnpaired(["x", "y", "z"], ["z", "x", "y"])
+    assert data.paired_by_name
+    samples = [data[i] for i in range(3)]  # evaluation: no seed
+    assert [(s["name_a"], s["name_b"]) for s in samples] == [("x", "x"), ("y", "y"), ("z", "z")]
+    assert [int(s["b"][0, 0, 0]) for s in samples] == [101, 102, 100]  # B's own images, found by name
+    assert set(samples[2]) == {"a", "b", "name_a", "name_b", "index"} and samples[2]["index"] == 2
+    training = data[(1, 7)]
+    assert training["name_a"] == "y" and training["index"] == 1  # training draws B from the seed instead
+
+
+def test_unpaired_samples_are_reproducible_from_their_seed_on_both_sides(unpaired_root):
+    data = UnpairedImageFolders(root=str(unpaired_root), split="train", pipeline=[{"type": "HorizontalFlip", "p": 0.5}])
+    for folder in ("trainA", "trainB"):
+        for path in (unpaired_root / folder).iterdir():
+            image = np.zeros((8, 8, 3), np.uint8)
+            image[:, 4:] = 255
+            cv2.imwrite(str(path), image)
+    for seed in range(20):
+        first, again = data[(seed % 5, seed)], data[(seed % 5, seed)]
+        assert torch.equal(first["a"], again["a"]) and torch.equal(first["b"], again["b"])
+
+
+def test_an_unpaired_image_of_the_wrong_kind_names_its_side():
+    with pytest.raises(DataError, match=re.escape("x (A): expected an HxWx3 uint8 image, got uint8 (4, 4)")):
+        InMemoryUnpaired(["x"], ["x"], shape=(4, 4))[0]
+
+
+def test_unpaired_folders_refuse_half_given_folders_naming_the_rule(unpaired_root, monkeypatch):
+    with pytest.raises(ValueError, match=re.escape(
+            "give both dir_a and dir_b, or neither (then root/<split>A and root/<split>B)")):
+        UnpairedImageFolders(root=str(unpaired_root), dir_a="trainA")
+    with pytest.raises(ValueError, match=re.escape("give root (with split) or dir_a and dir_b")):
+        UnpairedImageFolders()
+    (unpaired_root / "emptyB").mkdir()
+    with pytest.raises(DataError, match=re.escape(
+            f"{unpaired_root / 'emptyB'}: no images (looked for .jpg, .jpeg, .png, .bmp, .tif, .tiff)")):
+        UnpairedImageFolders(root=str(unpaired_root), dir_a="trainA", dir_b="emptyB")
+    monkeypatch.chdir(unpaired_root)  # without root, relative folders are the working directory's
+    relative = UnpairedImageFolders(dir_a="trainA", dir_b="trainB")
+    assert (relative.dir_a, len(relative.names_b)) == ("trainA", 5)
 
 
 def test_metrics_with_a_suffix_read_that_direction_and_skip_unpaired_data():
