@@ -2,6 +2,7 @@
 (element by element, in float64 python), and OHEM's choice of pixels on a hand-made batch."""
 
 import math
+import re
 
 import pytest
 import torch
@@ -64,14 +65,15 @@ def focal_reference(logits, target, mode, alpha, gamma):
     return sum(flat) / len(flat)
 
 
-def tversky_reference(logits, target, mode, alpha, beta, gamma, smooth=0.0, eps=1e-7):
+def tversky_reference(logits, target, mode, alpha, beta, gamma, smooth=0.0, eps=1e-7, log_loss=False):
     losses = []
     for elements in per_class_elements(logits, target, mode).values():
         tp = sum(p * y for _, p, y in elements)
         fp = sum(p * (1 - y) for _, p, y in elements)
         fn = sum((1 - p) * y for _, p, y in elements)
         score = (tp + smooth) / max(tp + alpha * fp + beta * fn + smooth, eps)
-        losses.append(1 - score if any(y for _, _, y in elements) else 0.0)
+        class_loss = -math.log(max(score, eps)) if log_loss else 1 - score
+        losses.append(class_loss if any(y for _, _, y in elements) else 0.0)
     return (sum(losses) / len(losses)) ** gamma
 
 
@@ -121,6 +123,41 @@ def test_tversky_equals_the_formula(mode, alpha, beta, gamma):
         target[target == 3] = 0  # class 3 absent: its loss is 0 and still counts in the mean
     close(TverskyLoss(mode, alpha=alpha, beta=beta, gamma=gamma)(logits, target),
           tversky_reference(logits, target, mode, alpha, beta, gamma))
+
+
+@pytest.mark.parametrize("mode", ["binary", "multiclass", "multilabel"])
+@pytest.mark.parametrize("smooth, log_loss", [(1.0, False), (0.0, True), (0.5, True)])
+def test_tversky_smooth_and_log_loss_equal_the_formula(mode, smooth, log_loss):
+    logits, target = batch(mode, classes=4)
+    if mode == "multiclass":
+        target[target == 3] = 0  # an absent class adds 0 whatever the smoothing or log
+    close(TverskyLoss(mode, alpha=0.3, beta=0.7, smooth=smooth, log_loss=log_loss)(logits, target),
+          tversky_reference(logits, target, mode, 0.3, 0.7, 1.0, smooth=smooth, log_loss=log_loss))
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda: FocalLoss(alpha=1.5), "alpha must be in [0, 1] or null, got 1.5"),
+    (lambda: FocalLoss(alpha=-0.1), "alpha must be in [0, 1] or null, got -0.1"),
+    (lambda: FocalLoss(gamma=-1), "gamma must be >= 0, got -1"),
+    (lambda: TverskyLoss(alpha=-1), "alpha must be >= 0, got -1"),
+    (lambda: TverskyLoss(beta=-0.5), "beta must be >= 0, got -0.5"),
+    (lambda: TverskyLoss(smooth=-1), "smooth must be >= 0, got -1"),
+    (lambda: TverskyLoss(eps=-1e-3), "eps must be >= 0, got -0.001"),
+    (lambda: TverskyLoss(gamma=0), "gamma must be > 0, got 0"),
+], ids=["focal_alpha_high", "focal_alpha_negative", "focal_gamma", "alpha", "beta", "smooth", "eps", "gamma"])
+def test_hard_pixel_loss_settings_are_refused_naming_the_value(make, message):
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        make()
+
+
+def test_the_boundaries_are_allowed_and_the_defaults_are_smps():
+    FocalLoss(alpha=0.0), FocalLoss(alpha=1.0), FocalLoss(gamma=0.0)
+    TverskyLoss(alpha=0.0, beta=0.0, smooth=0.0, eps=0.0, gamma=0.5)
+    focal, tversky, lovasz = FocalLoss(), TverskyLoss(), LovaszLoss()
+    assert (focal.mode, focal.alpha, focal.gamma, focal.ignore_index) == ("multiclass", None, 2.0, 255)
+    assert (tversky.mode, tversky.alpha, tversky.beta, tversky.gamma, tversky.smooth, tversky.eps, tversky.log_loss,
+            tversky.ignore_index) == ("multiclass", 0.5, 0.5, 1.0, 0.0, 1e-7, False, 255)
+    assert (lovasz.mode, lovasz.per_image, lovasz.ignore_index) == ("multiclass", False, 255)
 
 
 @pytest.mark.parametrize("mode", ["binary", "multiclass", "multilabel"])
