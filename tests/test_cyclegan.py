@@ -276,15 +276,15 @@ def test_unpaired_folders_name_the_bad_folder_or_file(unpaired_root):
 class InMemoryUnpaired(UnpairedImageDataset):
     """The subclass contract (names in any order, load_a / load_b): B's names not in A's order."""
 
-    def __init__(self, names_a, names_b, pipeline=(), shape=(4, 4, 3)):
-        super().__init__(pipeline)
-        self.names_a, self.names_b, self.shape = names_a, names_b, shape
+    def __init__(self, names_a, names_b, pipeline=(), shape=(4, 4, 3), shape_b=(4, 4, 3), serial=False):
+        super().__init__(pipeline, serial)
+        self.names_a, self.names_b, self.shape, self.shape_b = names_a, names_b, shape, shape_b
 
     def load_a(self, index):
         return np.full(self.shape, 10 + index, np.uint8)
 
     def load_b(self, index):
-        return np.full(self.shape, 100 + index, np.uint8)
+        return np.full(self.shape_b, 100 + index, np.uint8)
 
 
 def test_unpaired_data_pairs_by_name_in_evaluation_whatever_the_order():
@@ -296,6 +296,8 @@ def test_unpaired_data_pairs_by_name_in_evaluation_whatever_the_order():
     assert set(samples[2]) == {"a", "b", "name_a", "name_b", "index"} and samples[2]["index"] == 2
     training = data[(1, 7)]
     assert training["name_a"] == "y" and training["index"] == 1  # training draws B from the seed instead
+    serial = InMemoryUnpaired(["x", "y", "z"], ["z", "x", "y"], serial=True)
+    assert [serial[(i, 7)]["name_b"] for i in range(3)] == ["z", "x", "y"]  # serial: B in its own order
 
 
 def test_unpaired_samples_are_reproducible_from_their_seed_on_both_sides(unpaired_root):
@@ -313,14 +315,17 @@ def test_unpaired_samples_are_reproducible_from_their_seed_on_both_sides(unpaire
 def test_an_unpaired_image_of_the_wrong_kind_names_its_side():
     with pytest.raises(DataError, match=re.escape("x (A): expected an HxWx3 uint8 image, got uint8 (4, 4)")):
         InMemoryUnpaired(["x"], ["x"], shape=(4, 4))[0]
+    with pytest.raises(DataError, match=re.escape("x (B): expected an HxWx3 uint8 image, got uint8 (4, 4, 1)")):
+        InMemoryUnpaired(["x"], ["x"], shape_b=(4, 4, 1))[0]
 
 
 def test_unpaired_folders_refuse_half_given_folders_naming_the_rule(unpaired_root, monkeypatch):
-    with pytest.raises(ValueError, match=re.escape(
-            "give both dir_a and dir_b, or neither (then root/<split>A and root/<split>B)")):
+    with pytest.raises(ValueError, match="^" + re.escape(
+            "give both dir_a and dir_b, or neither (then root/<split>A and root/<split>B)") + "$"):
         UnpairedImageFolders(root=str(unpaired_root), dir_a="trainA")
-    with pytest.raises(ValueError, match=re.escape("give root (with split) or dir_a and dir_b")):
+    with pytest.raises(ValueError, match="^" + re.escape("give root (with split) or dir_a and dir_b") + "$"):
         UnpairedImageFolders()
+    assert len(UnpairedImageFolders(root=str(unpaired_root)).names_b) == 5  # split: train by default
     (unpaired_root / "emptyB").mkdir()
     with pytest.raises(DataError, match=re.escape(
             f"{unpaired_root / 'emptyB'}: no images (looked for .jpg, .jpeg, .png, .bmp, .tif, .tiff)")):

@@ -150,6 +150,19 @@ def test_hard_pixel_loss_settings_are_refused_naming_the_value(make, message):
         make()
 
 
+def test_a_class_with_a_single_pixel_counts_in_tversky():
+    logits, target = batch("multiclass", classes=4)
+    target[target == 3] = 0
+    target[0, 0, 0] = 3  # class 3 present in exactly one pixel: its loss counts
+    close(TverskyLoss("multiclass")(logits, target), tversky_reference(logits, target, "multiclass", 0.5, 0.5, 1.0))
+
+
+def test_a_focal_loss_shape_error_names_the_focal_loss():
+    logits, target = batch("multiclass")
+    with pytest.raises(ValueError, match=r"^FocalLoss \(multilabel\): target \(2, 4, 5\) does not match logits"):
+        FocalLoss("multilabel")(logits, target)
+
+
 def test_the_boundaries_are_allowed_and_the_defaults_are_smps():
     FocalLoss(alpha=0.0), FocalLoss(alpha=1.0), FocalLoss(gamma=0.0)
     TverskyLoss(alpha=0.0, beta=0.0, smooth=0.0, eps=0.0, gamma=0.5)
