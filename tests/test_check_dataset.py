@@ -45,7 +45,7 @@ def test_names_every_planted_fault_and_exits_non_zero(tmp_path):
     assert result.returncode == 1
     root = tmp_path / "data"
     lines = result.stdout.splitlines()
-    expected = [f"{root}/images/s1.png: unreadable image", f"{root}/masks/s2.png: mask values [7] outside [0, 4)",
+    expected = [f"{root}/images/s1.png: cannot read image (missing, corrupt or not an image)", f"{root}/masks/s2.png: mask values [7] outside [0, 4)",
                 f"{root}/masks/s3.png: RGB colour mask", f"{root}/masks/s4.png: mask is 20x32 but its image is 24x32"]
     for start in expected:
         assert any(line.startswith(start) for line in lines), start

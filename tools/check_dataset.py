@@ -6,8 +6,9 @@
 Reads every sample once and names, per file: unreadable images, colour (RGB) masks and the
 colours they use, mask values outside [0, num_classes) other than ignore_index, masks whose
 size differs from their image's, and duplicate sample names. Then prints the class pixel
-frequencies, image size statistics and the class weights `weight: auto` would use.
-Exit status 1 when it found a problem, 0 for a clean dataset.
+frequencies, image size statistics and the class weights `weight: auto` would use, and notes
+the images read turned by their EXIF orientation (phone photos), whose masks must be drawn on the
+image as shown. Exit status 1 when it found a problem, 0 for a clean dataset.
 
 --convert-rgb-masks DIR writes each colour mask found as an index mask (the dataset's palette
 colours become their class ids, other colours ignore_index) into DIR; point the dataset's
@@ -28,7 +29,7 @@ from framework.analysis.dataset_scan import class_totals, read_mask_raw, scan
 from framework.config import import_custom_modules, load_config, to_plain
 from framework.config.rules import integer
 from framework.data.base import SegmentationDataset
-from framework.data.folder import duplicate_names_collected
+from framework.data.folder import MAX_NAMES_IN_MESSAGE, ORIENTATIONS, duplicate_names_collected
 from framework.engine.cli import check_options, run
 from framework.errors import ConfigError
 from framework.registry import DATASETS
@@ -75,6 +76,19 @@ def problems_of(records, dataset: SegmentationDataset, config: str) -> list[str]
     if duplicates:
         problems.append(f"duplicate sample names: {', '.join(duplicates[:10])}")
     return problems
+
+
+def orientation_note(records, dataset: SegmentationDataset) -> str:
+    """One line on the images read turned by their EXIF orientation, or ""."""
+    turned = [r for r in records if r.orientation != 1]
+    if not turned:
+        return ""
+    shown = ", ".join(f"{Path(dataset.image_path(r.index)).name} ({ORIENTATIONS[r.orientation]})"
+                      for r in turned[:MAX_NAMES_IN_MESSAGE]) + (", ..." if len(turned) > MAX_NAMES_IN_MESSAGE else "")
+    return (f"note: {len(turned)} image(s) carry an EXIF orientation and are read turned by it, as viewers and "
+            f"annotation tools show them: {shown}. Their masks must be drawn on the image as shown; one drawn on "
+            "the stored pixels is misaligned, and its size gives it away only when a non-square image is turned "
+            "by 90 degrees")
 
 
 def class_table(records, dataset: SegmentationDataset) -> tuple[list[dict], list[str]]:
@@ -130,8 +144,13 @@ def main(args: argparse.Namespace) -> int:
     if args.convert_rgb_masks:
         count = convert_rgb_masks(records, dataset, Path(args.convert_rgb_masks))
         print(f"{count} colour masks written as index masks to {args.convert_rgb_masks}")
+    note = orientation_note(records, dataset)
+    if note:
+        print(note)
     if args.json:
-        report = {"split": args.split, "samples": len(records), "problems": problems, "classes": rows, "sizes": sizes}
+        turned = [{"name": r.name, "exif_orientation": r.orientation} for r in records if r.orientation != 1]
+        report = {"split": args.split, "samples": len(records), "problems": problems, "classes": rows, "sizes": sizes,
+                  "exif_turned": turned}
         Path(args.json).write_text(json.dumps(report, indent=2) + "\n")
     if problems:
         print(f"{len([p for p in problems if not p.startswith('  ')])} problem(s):")

@@ -1,6 +1,7 @@
 """One pass over a segmentation dataset's files, before augmentation: what each sample holds
-(class pixel counts, image size) and what is wrong with it (unreadable image, colour mask,
-mask values outside the classes, mask and image sizes differing).
+(class pixel counts, image size, an EXIF orientation its image is read turned by) and what is
+wrong with it (unreadable image, colour mask, mask values outside the classes, mask and image
+sizes differing).
 
 Used by tools/check_dataset.py (the dataset doctor) and by `weight: auto` class weights.
 Samples are read in DataLoader workers; each yields a small record, never the pixels.
@@ -16,6 +17,7 @@ import torch
 from PIL import Image
 
 from framework.data.base import SegmentationDataset
+from framework.data.folder import exif_orientation, exif_size_hint, read_rgb_image
 from framework.errors import DataError
 
 
@@ -27,6 +29,7 @@ class SampleRecord:
     counts: np.ndarray | None = None  # pixels per class (valid pixels only)
     problems: list[str] = field(default_factory=list)
     colours: list[tuple[int, int, int]] = field(default_factory=list)  # of an RGB mask
+    orientation: int = 1  # the EXIF orientation the image was read turned by (1: as stored)
 
 
 def read_mask_raw(path: str) -> np.ndarray:
@@ -55,15 +58,31 @@ def _read_files(dataset: SegmentationDataset, index: int, record: SampleRecord):
             record.problems.append(str(err))
             return None, None
     image_path, mask_path = dataset.image_path(index), dataset.mask_path(index)
-    image = cv2.imread(image_path, cv2.IMREAD_COLOR)
-    if image is None:
-        record.problems.append(f"{image_path}: unreadable image (corrupt, empty or not an image)")
+    try:  # as training reads it: RGB, or the dataset's channels
+        image = dataset.read_image(index) if hasattr(dataset, "read_image") else read_rgb_image(image_path)
+    except DataError as err:
+        record.problems.append(str(err))
+        image = None
+    if image is not None and getattr(dataset, "channels", None) is None:
+        record.orientation = read_turned_by(image_path, image)
     try:
         mask = read_mask_raw(mask_path)
     except DataError as err:
         record.problems.append(f"{mask_path}: {err}")
         mask = None
     return image, mask
+
+
+def read_turned_by(image_path: str, image: np.ndarray) -> int:
+    """The EXIF orientation by which `image` (read from `image_path` as RGB) differs from the
+    file's stored pixels; 1 when it shows them as stored."""
+    orientation = exif_orientation(image_path)
+    if orientation == 1:
+        return 1
+    stored = cv2.imread(image_path, cv2.IMREAD_COLOR | cv2.IMREAD_IGNORE_ORIENTATION)
+    if stored is not None and np.array_equal(stored[..., ::-1], image):
+        return 1  # this OpenCV does not apply the tag for this format, or it changes nothing
+    return orientation  # turned; or read with Pillow, which turns it (read_rgb_image)
 
 
 def inspect_sample(dataset: SegmentationDataset, index: int) -> SampleRecord:
@@ -80,8 +99,9 @@ def inspect_sample(dataset: SegmentationDataset, index: int) -> SampleRecord:
         record.problems.append(f"{where}: RGB colour mask ({len(colours)} colours); masks must hold class indices")
         return record
     if image is not None and mask.shape != image.shape[:2]:
+        hint = exif_size_hint(dataset.image_path(index), image.shape[:2], mask.shape) if record.orientation != 1 else ""
         record.problems.append(f"{where}: mask is {mask.shape[0]}x{mask.shape[1]} "
-                               f"but its image is {image.shape[0]}x{image.shape[1]}")
+                               f"but its image is {image.shape[0]}x{image.shape[1]}{hint}")
     values = np.bincount(mask.ravel().astype(np.int64).clip(0), minlength=dataset.num_classes)
     bad = [v for v in np.flatnonzero(values) if v >= dataset.num_classes and v != dataset.ignore_index]
     if bad or mask.min() < 0:

@@ -156,7 +156,7 @@ class SegmentationDataset(AugmentedDataset):
         if mask.shape != image.shape[:2]:
             raise DataError(
                 f"{self.mask_path(index)}: mask is {mask.shape[0]}x{mask.shape[1]} "
-                f"but its image is {image.shape[0]}x{image.shape[1]}"
+                f"but its image is {image.shape[0]}x{image.shape[1]}{self.size_mismatch_hint(index, image, mask)}"
             )
         bad = self._bad_mask_values(mask)
         if bad:
@@ -164,6 +164,10 @@ class SegmentationDataset(AugmentedDataset):
                 f"{self.mask_path(index)}: mask values {bad} outside [0, {self.num_classes}) "
                 f"(ignore_index {self.ignore_index})"
             )
+
+    def size_mismatch_hint(self, index: int, image: np.ndarray, mask: np.ndarray) -> str:
+        """More to say when sample `index`'s mask and image sizes differ ("; ..."), or ""."""
+        return ""
 
     def _bad_mask_values(self, mask: np.ndarray) -> list[int]:
         if mask.dtype == np.uint8:  # bincount over 256 bins is much cheaper than sorting

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import cv2
 import numpy as np
-from PIL import Image, UnidentifiedImageError
+from PIL import Image, ImageOps
 
 from framework.data.base import SegmentationDataset
 from framework.data.channels import SUFFIXES as ANY_CHANNEL_SUFFIXES
@@ -34,11 +34,58 @@ IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff")
 MAX_NAMES_IN_MESSAGE = 5
 
 
+# Pillow modes whose RGB conversion keeps the picture (8 bits per channel): the fallback reader's
+EIGHT_BIT_MODES = ("1", "L", "LA", "P", "PA", "RGB", "RGBA", "RGBX", "CMYK", "YCbCr")
+EXIF_ORIENTATION_TAG = 0x0112
+ORIENTATIONS = {  # how the stored pixels are shown, for EXIF orientations 2-8
+    2: "mirrored left to right", 3: "turned 180 degrees", 4: "mirrored top to bottom",
+    5: "mirrored and turned 90 degrees", 6: "turned 90 degrees clockwise",
+    7: "mirrored and turned 90 degrees", 8: "turned 90 degrees counter-clockwise",
+}
+TURNED_BY_90 = (5, 6, 7, 8)  # the orientations that swap height and width
+
+
 def read_rgb_image(path: str) -> np.ndarray:
+    """HxWx3 uint8 RGB, shown as its EXIF orientation says (as viewers and annotation tools show it).
+
+    OpenCV decodes it (faster than Pillow for JPEG); a file OpenCV cannot decode is read with
+    Pillow: OpenCV 5 refuses a TIFF whose orientation tag turns it by 90 degrees.
+    """
     image = cv2.imread(path, cv2.IMREAD_COLOR)
-    if image is None:
+    if image is not None:
+        return cv2.cvtColor(image, cv2.COLOR_BGR2RGB)
+    if not os.path.isfile(path):
         raise DataError(f"{path}: cannot read image (missing, corrupt or not an image)")
-    return cv2.cvtColor(image, cv2.COLOR_BGR2RGB)
+    try:
+        with Image.open(path) as opened:
+            if opened.mode not in EIGHT_BIT_MODES:
+                raise DataError(f"{path}: cannot read image (OpenCV cannot decode it, and its Pillow mode "
+                                f"{opened.mode} is not 8 bits per channel)")
+            return np.asarray(ImageOps.exif_transpose(opened).convert("RGB"))
+    except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as err:
+        raise DataError(f"{path}: cannot read image (missing, corrupt or not an image)") from err
+
+
+def exif_orientation(path: str) -> int:
+    """The EXIF orientation (1-8) an image file carries; 1 (shown as stored) without one."""
+    try:
+        with Image.open(path) as opened:
+            orientation = opened.getexif().get(EXIF_ORIENTATION_TAG, 1)
+    except (OSError, ValueError, SyntaxError, Image.DecompressionBombError):
+        return 1
+    return orientation if orientation in ORIENTATIONS else 1
+
+
+def exif_size_hint(image_path: str, image_hw: tuple[int, int], mask_hw: tuple[int, int]) -> str:
+    """Why a mask has its image's size turned by 90 degrees: the image was read turned by its
+    EXIF orientation, and the mask was drawn on the stored pixels. "" for any other mismatch."""
+    orientation = exif_orientation(image_path)
+    if orientation not in TURNED_BY_90 or tuple(mask_hw) != tuple(image_hw)[::-1]:
+        return ""
+    return (f"; the image is stored {mask_hw[0]}x{mask_hw[1]} with EXIF orientation {orientation} "
+            f"({ORIENTATIONS[orientation]} when shown) and is read as shown, as annotation tools show it, "
+            "so the mask was drawn on the stored pixels: turn the mask the same way, or save the image "
+            "without its orientation tag")
 
 
 def read_index_mask(path: str) -> np.ndarray:
@@ -47,7 +94,7 @@ def read_index_mask(path: str) -> np.ndarray:
         with Image.open(path) as mask:
             if mask.mode == "P":  # the pixel values are palette indices, i.e. the classes
                 return np.asarray(mask)
-    except (OSError, UnidentifiedImageError) as err:
+    except OSError as err:  # UnidentifiedImageError included
         raise DataError(f"{path}: cannot read mask ({err})") from err
     mask = cv2.imread(path, cv2.IMREAD_UNCHANGED)
     if mask is None:
@@ -141,10 +188,18 @@ class _FolderDataset(SegmentationDataset):
     def mask_path(self, index: int) -> str:
         return os.path.join(self.mask_dir, str(self.mask_files[index]))
 
-    def load_sample(self, index: int) -> tuple[np.ndarray, np.ndarray, str]:
+    def read_image(self, index: int) -> np.ndarray:
+        """Sample `index`'s image as training reads it (tools/check_dataset.py reads it here too)."""
         path = self.image_path(index)
-        image = read_rgb_image(path) if self.channels is None else read_channels_image(path, self.channels)
-        return image, read_index_mask(self.mask_path(index)), str(self.names[index])
+        return read_rgb_image(path) if self.channels is None else read_channels_image(path, self.channels)
+
+    def load_sample(self, index: int) -> tuple[np.ndarray, np.ndarray, str]:
+        return self.read_image(index), read_index_mask(self.mask_path(index)), str(self.names[index])
+
+    def size_mismatch_hint(self, index: int, image: np.ndarray, mask: np.ndarray) -> str:
+        if self.channels is not None:  # read as stored (framework/data/channels.py): no orientation
+            return ""
+        return exif_size_hint(self.image_path(index), image.shape[:2], mask.shape)
 
 
 @DATASETS.register()

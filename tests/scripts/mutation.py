@@ -67,6 +67,11 @@ MODULES: dict[str, tuple[str, list[str]]] = {
     "losses.segmentation": ("framework/losses/segmentation.py", [
         "tests/test_losses.py", "tests/test_hard_pixel_losses.py", "tests/test_class_weights.py",
         "-k", "not training and not every_rank"]),
+    "metrics.generative": ("framework/metrics/generative.py", ["tests/test_generative_metrics.py"]),
+    "registry": ("framework/registry.py", ["tests/test_registry.py", "tests/test_extending.py",
+                                           "-k", "not next_to_a_config"]),  # imports my_modules twice under mutmut
+    "data.folder": ("framework/data/folder.py", ["tests/test_data.py", "tests/test_check_dataset.py",
+                                                 "tests/test_channels_data.py", "tests/test_infer.py"]),
     "config.rules": ("framework/config/rules.py", ["tests/test_config_ranges.py", "tests/test_config.py",
                                                    "-k", "not refuses_clip_grad"]),
     "config.loading": ("framework/config/loading.py", ["tests/test_config.py", "tests/test_config_ranges.py",
