@@ -15,7 +15,9 @@ Under DDP the patches of every rank are gathered (the distance is not a sum over
 MS-SSIM diversity: the mean MS-SSIM (torchmetrics) between consecutive pairs of images in each
 batch (0-1, 2-3, ...), of the fakes (`MS-SSIM_fake`) and of the reals (`MS-SSIM_real`, the
 data's own diversity to compare with); lower is more diverse, a fake value well above the
-real one signals mode collapse. A sum and a count per set: exact under DDP.
+real one signals mode collapse. A sum and a count per set: exact under DDP. torchmetrics sizes
+its Gaussian window from sigma (2 x int(3.5 sigma + 0.5) + 1: 11 pixels for the standard 1.5),
+so `kernel_size`, if given, must be that size.
 """
 
 from __future__ import annotations
@@ -40,10 +42,11 @@ def _blur(images: torch.Tensor) -> torch.Tensor:
     return F.conv2d(F.pad(images, (2, 2, 2, 2), mode="reflect"), kernel, groups=channels)
 
 
-def _upsample(images: torch.Tensor) -> torch.Tensor:
-    """Zeros between the pixels, then the blur x 4 (the inverse of blur-and-subsample)."""
-    n, c, h, w = images.shape
-    spread = images.new_zeros(n, c, 2 * h, 2 * w)
+def _upsample(images: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
+    """To `size` (the level `images` was subsampled from, ceil(size / 2) -> size): zeros between
+    the pixels, then the blur x 4 (the inverse of blur-and-subsample). An odd side gets no zeros
+    past its last pixel, so any image size works, not only powers of two."""
+    spread = images.new_zeros(*images.shape[:2], *size)
     spread[:, :, ::2, ::2] = images
     return _blur(spread) * 4
 
@@ -54,7 +57,7 @@ def laplacian_pyramid(images: torch.Tensor, levels: int) -> list[torch.Tensor]:
     pyramid, current = [], images
     for _ in range(levels - 1):
         smaller = _blur(current)[:, :, ::2, ::2]
-        pyramid.append(current - _upsample(smaller))
+        pyramid.append(current - _upsample(smaller, current.shape[-2:]))
         current = smaller
     pyramid.append(current)
     return pyramid
@@ -150,9 +153,9 @@ class SWD(Metric):
             raise ValueError(f"SWD: images of {tuple(real.shape[-2:])} are smaller than min_resolution "
                              f"{self.min_resolution}")
         levels = self.levels_for(side)
-        self._sides = [side // 2**level for level in range(levels)]
         # The same patch positions in the real and the fake images: less noise between runs.
         real_pyramid, fake_pyramid = laplacian_pyramid(real, levels), laplacian_pyramid(fake, levels)
+        self._sides = [min(level.shape[-2:]) for level in real_pyramid]  # 70 -> 70, 35, 18
         real_patches, fake_patches = [], []
         for real_level, fake_level in zip(real_pyramid, fake_pyramid):
             positions = patch_positions(real_level, self.descriptors_per_image, self._generator)
@@ -188,31 +191,46 @@ class SWD(Metric):
         return results
 
 
+def gaussian_window(sigma: float) -> int:
+    """The side of the Gaussian window torchmetrics' SSIM uses for `sigma` (it ignores kernel_size)."""
+    return int(3.5 * sigma + 0.5) * 2 + 1
+
+
 @METRICS.register("MS-SSIM")
 class MSSSIMDiversity(Metric):
-    def __init__(self, kernel_size: int = 11, sigma: float = 1.5,
-                 betas: list[float] | tuple[float, ...] = (0.0448, 0.2856, 0.3001, 0.2363, 0.1333)):
+    def __init__(self, sigma: float = 1.5, betas: list[float] | tuple[float, ...] = (0.0448, 0.2856, 0.3001, 0.2363, 0.1333),
+                 kernel_size: int | None = None):
         super().__init__()
-        if kernel_size < 1 or kernel_size % 2 == 0:
-            raise ValueError(f"kernel_size must be a positive odd number, got {kernel_size}")
+        if not sigma > 0:
+            raise ValueError(f"sigma must be positive, got {sigma}")
         if not betas:
             raise ValueError("betas: one weight per scale, at least one")
-        self.kernel_size, self.sigma, self.betas = kernel_size, sigma, tuple(float(b) for b in betas)
+        self.kernel_size, self.sigma, self.betas = gaussian_window(sigma), sigma, tuple(float(b) for b in betas)
+        if kernel_size is not None and kernel_size != self.kernel_size:
+            raise ValueError(f"kernel_size {kernel_size} is not the window of sigma {sigma}: torchmetrics sizes the "
+                             f"Gaussian window from sigma (2 x int(3.5 sigma + 0.5) + 1 = {self.kernel_size}); leave "
+                             "kernel_size out and set sigma (0.8 for a 7-pixel window, 1.5 for 11)")
         for role in ("fake", "real"):
             self.add_state(f"{role}_total", torch.zeros((), dtype=torch.float64))
             self.add_state(f"{role}_count", torch.zeros((), dtype=torch.int64))
 
+    def fits(self, side: int) -> bool:
+        """Whether torchmetrics computes MS-SSIM on images `side` pixels a side: its own checks,
+        and the window's reflected border at every scale (each halves the side)."""
+        scales, pad = len(self.betas), (self.kernel_size - 1) // 2
+        return (side >= 2**scales and side // max(1, scales - 1) ** 2 > self.kernel_size - 1
+                and all(side // 2**scale > pad for scale in range(scales)))
+
     def min_side(self) -> int:
-        """torchmetrics needs each side > (kernel_size - 1) x 2^(scales - 1)."""
-        return (self.kernel_size - 1) * 2 ** (len(self.betas) - 1) + 1
+        return next(side for side in range(1, 2**20) if self.fits(side))
 
     def pairwise(self, images: torch.Tensor) -> torch.Tensor:
         from torchmetrics.functional.image import multiscale_structural_similarity_index_measure
 
-        if min(images.shape[-2:]) < self.min_side():
+        if not self.fits(min(images.shape[-2:])):
             raise ValueError(f"MS-SSIM: images of {tuple(images.shape[-2:])} are too small for {len(self.betas)} "
-                             f"scales with kernel_size {self.kernel_size} (at least {self.min_side()} pixels a side); "
-                             "give fewer betas or a smaller kernel_size")
+                             f"scales with sigma {self.sigma} (a {self.kernel_size}-pixel window): at least "
+                             f"{self.min_side()} pixels a side; give fewer betas or a smaller sigma")
         pairs = images.shape[0] // 2
         first, second = images[0:2 * pairs:2], images[1:2 * pairs:2]
         return multiscale_structural_similarity_index_measure(
