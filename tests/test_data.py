@@ -1,6 +1,7 @@
 """The data layer: registered transforms, SyntheticShapes, folder datasets, mask checks, seeding."""
 
 import pickle
+import re
 
 import albumentations as A
 import cv2
@@ -304,3 +305,96 @@ def test_image_mask_folder_reports_unpaired_and_missing_files(tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(DataError, match=r"empty: no images"):
         ImageMaskFolder(tmp_path, classes=["x", "y"], img_dir="empty")
+
+
+def test_folder_datasets_pass_their_labels_and_pipeline_on(tmp_path):
+    """ignore_index, palette and pipeline reach the dataset (dropping one of them was unseen)."""
+    _make_voc(tmp_path / "voc")
+    index_mask = np.full((16, 24), 7, np.uint8)
+    index_mask[:, :5] = 1
+    assert cv2.imwrite(str(tmp_path / "voc" / "SegmentationClass" / "2007_000002.png"), index_mask)
+    voc = VOCSegmentation(tmp_path / "voc", classes=["a", "b"], ignore_index=7, palette=[(1, 2, 3), (4, 5, 6)],
+                          pipeline=[{"type": "HorizontalFlip", "p": 1.0}])
+    assert voc.ignore_index == 7 and voc.palette == [(1, 2, 3), (4, 5, 6)]
+    assert np.array_equal(voc[1]["mask"].numpy(), index_mask[:, ::-1])  # 7 ignored, not outside; flipped
+    (tmp_path / "folder").mkdir()
+    _make_folder(tmp_path / "folder", ["a.png"], ["a"])
+    mask = np.full((8, 8), 9, np.uint8)
+    mask[:, :4] = 0
+    assert cv2.imwrite(str(tmp_path / "folder" / "masks" / "a.png"), mask)
+    folder = ImageMaskFolder(tmp_path / "folder", classes=["x", "y"], ignore_index=9, palette=[(7, 7, 7), (8, 8, 8)],
+                             pipeline=[{"type": "HorizontalFlip", "p": 1.0}])
+    assert folder.ignore_index == 9 and folder.palette == [(7, 7, 7), (8, 8, 8)]
+    assert np.array_equal(folder[0]["mask"].numpy(), mask[:, ::-1])
+    with pytest.raises(DataError, match=r"^.*a\.png: mask values \[9\] outside \[0, 2\) \(ignore_index 255\)$"):
+        ImageMaskFolder(tmp_path / "folder", classes=["x", "y"])[0]
+
+
+def test_folder_messages_name_at_most_five_missing_samples(tmp_path):
+    _make_folder(tmp_path, [f"{c}.png" for c in "abcdefg"], list("abcdefg"))
+    (tmp_path / "five.txt").write_text("a\nv\nw\nx\ny\nz\n")
+    with pytest.raises(DataError, match=rf"^{tmp_path / 'images'}: no image for 5 sample\(s\): v, w, x, y, z$"):
+        ImageMaskFolder(tmp_path, classes=["x", "y", "z"], split_file="five.txt")
+    (tmp_path / "six.txt").write_text("a\nu\nv\nw\nx\ny\nz\n")
+    with pytest.raises(DataError, match=rf"^{tmp_path / 'images'}: no image for 6 sample\(s\): u, v, w, x, y, \.\.\.$"):
+        ImageMaskFolder(tmp_path, classes=["x", "y", "z"], split_file="six.txt")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(DataError, match=rf"^{tmp_path / 'empty'}: no images \(looked for \.jpg, \.jpeg, \.png, \.bmp, "
+                                        r"\.tif, \.tiff\)$"):
+        ImageMaskFolder(tmp_path, classes=["x", "y"], img_dir="empty")
+    with pytest.raises(DataError, match=rf"^{tmp_path / 'empty'}: no images \(looked for \.webp\)$"):
+        ImageMaskFolder(tmp_path, classes=["x", "y"], img_dir="empty", img_suffix=".webp")
+
+
+@pytest.mark.parametrize("channels", [0, -2, True, "3", 2.0])
+def test_channels_must_be_a_positive_integer(tmp_path, channels):
+    _make_folder(tmp_path, ["a.png"], ["a"])
+    with pytest.raises(ValueError, match=rf"^channels must be a positive integer \(or null for RGB\), got "
+                                         rf"{re.escape(repr(channels))}$"):
+        ImageMaskFolder(tmp_path, classes=["x", "y"], channels=channels)
+
+
+def test_duplicate_names_collected_keep_every_other_sample(tmp_path):
+    """tools/check_dataset.py lists duplicates and checks the rest: none may be dropped."""
+    from framework.data.folder import duplicate_names_collected
+
+    _make_folder(tmp_path, [f"s{i}.png" for i in range(12)] + ["s3.jpg", "s7.jpg"], [f"s{i}" for i in range(12)])
+    with duplicate_names_collected() as duplicates:
+        dataset = ImageMaskFolder(tmp_path, classes=["x", "y", "z"])
+    assert sorted(dataset.names) == sorted(f"s{i}" for i in range(12))
+    assert len(duplicates) == 2
+    for stem, problem in zip(("s3", "s7"), sorted(duplicates)):  # the file seen first is kept, the other named
+        assert re.fullmatch(rf"{tmp_path / 'images'}: both {stem}\.(png|jpg) and {stem}\.(png|jpg) are named {stem}; "
+                            "keep one", problem) and problem.count(".png") == problem.count(".jpg") == 1
+    with pytest.raises(DataError, match=r"^.*images: both s[37]\.(png|jpg) and s[37]\.(png|jpg) are named s[37]; keep one$"):
+        ImageMaskFolder(tmp_path, classes=["x", "y", "z"])
+
+
+def test_masks_that_cannot_be_read_are_named(tmp_path):
+    from framework.data.folder import read_index_mask
+
+    broken = tmp_path / "broken.png"
+    broken.write_bytes(b"not a png")
+    with pytest.raises(DataError, match=rf"^{broken}: cannot read mask \(cannot identify image file .*\)$"):
+        read_index_mask(str(broken))
+    colours = tmp_path / "colours.png"
+    _write_image(colours)
+    with pytest.raises(DataError, match=rf"^{colours}: mask has 3 channels; masks must hold class indices, as a "
+                                        r"palette PNG or a single-channel PNG, not colours$"):
+        read_index_mask(str(colours))
+
+
+def test_infer_inputs_combine_files_folders_and_recursive_globs(tmp_path):
+    from framework.data.folder import list_inputs
+
+    for name in ("one/a.png", "one/b.jpg", "one/notes.txt", "two/deep/deeper/c.png", "d.bmp"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        _write_image(tmp_path / name, size=(4, 4)) if not name.endswith(".txt") else (tmp_path / name).write_text("x")
+    found = list_inputs([str(tmp_path / "one"), str(tmp_path / "d.bmp"), str(tmp_path / "two" / "**" / "*")])
+    assert found == [tmp_path / "one/a.png", tmp_path / "one/b.jpg", tmp_path / "d.bmp", tmp_path / "two/deep/deeper/c.png"]
+    with pytest.raises(DataError, match=rf"^--input {tmp_path / 'nowhere'}: no such file or folder, and no file matches it$"):
+        list_inputs([str(tmp_path / "nowhere")])
+    with pytest.raises(DataError, match=rf"^--input {re.escape(str(tmp_path / 'one/*.txt'))} "
+                                        rf"{re.escape(str(tmp_path / 'two'))}: no images "
+                                        r"\(\.jpg, \.jpeg, \.png, \.bmp, \.tif, \.tiff\)$"):
+        list_inputs([str(tmp_path / "one/*.txt"), str(tmp_path / "two")])  # a folder's own images only

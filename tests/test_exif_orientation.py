@@ -181,3 +181,10 @@ def test_an_orientation_outside_the_standard_counts_as_none(tmp_path, tag):
     stored = np.random.default_rng(0).integers(0, 256, (6, 10, 3), dtype=np.uint8)
     write_oriented(path, stored, tag)
     assert exif_orientation(str(path)) == 1 and np.array_equal(read_rgb_image(str(path)), stored)
+
+
+def test_a_16_bit_rgb_png_is_read_as_its_high_bytes(tmp_path):
+    stored = np.random.default_rng(0).integers(0, 65536, (6, 10, 3), dtype=np.uint16)
+    path = tmp_path / "deep.png"
+    assert cv2.imwrite(str(path), stored[..., ::-1])  # OpenCV writes BGR
+    assert np.array_equal(read_rgb_image(str(path)), (stored >> 8).astype(np.uint8))

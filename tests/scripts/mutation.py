@@ -71,7 +71,8 @@ MODULES: dict[str, tuple[str, list[str]]] = {
     "registry": ("framework/registry.py", ["tests/test_registry.py", "tests/test_extending.py",
                                            "-k", "not next_to_a_config"]),  # imports my_modules twice under mutmut
     "data.folder": ("framework/data/folder.py", ["tests/test_data.py", "tests/test_check_dataset.py",
-                                                 "tests/test_channels_data.py", "tests/test_infer.py"]),
+                                                 "tests/test_channels_data.py", "tests/test_infer.py",
+                                                 "tests/test_exif_orientation.py"]),
     "config.rules": ("framework/config/rules.py", ["tests/test_config_ranges.py", "tests/test_config.py",
                                                    "-k", "not refuses_clip_grad"]),
     "config.loading": ("framework/config/loading.py", ["tests/test_config.py", "tests/test_config_ranges.py",
