@@ -264,7 +264,7 @@ def test_generative_metric_settings_and_inputs_are_checked_with_one_message():
 
 
 @pytest.mark.parametrize("sigma, betas", [(1.5, (0.0448, 0.2856, 0.3001, 0.2363, 0.1333)), (1.5, (0.3, 0.4, 0.3)),
-                                          (0.8, (0.5, 0.5)), (2.0, (0.25,) * 4), (0.1, (0.5, 0.5))])
+                                          (0.8, (0.5, 0.5)), (2.0, (0.25,) * 4), (0.1, (0.3, 0.4, 0.3))])
 def test_ms_ssim_min_side_is_where_torchmetrics_starts_to_compute(sigma, betas):
     """Below it the metric refuses in its own words; from it on torchmetrics computes."""
     metric = METRICS.build({"type": "MS-SSIM", "sigma": sigma, "betas": list(betas)})
