@@ -150,6 +150,8 @@ def test_keywords_are_checked_unless_the_factory_takes_any(fresh_registries):
     with pytest.raises(ConfigError, match=r"^x\.size: Nothing has no parameter 'size' \(it accepts: no parameters\)$"):
         things.build({"type": "Nothing", "size": 1}, path="x")
     assert things.build({"type": "Anything", "size": 1, "colour": {"type": "Nothing"}}) == {"size": 1, "colour": "none"}
+    things.add(dict, "Dict")  # a builtin without a signature: its keywords cannot be checked, so any is taken
+    assert things.build({"type": "Dict", "size": 1}) == {"size": 1}
 
 
 def test_constructor_errors_are_named_by_the_node_and_keep_their_kind(fresh_registries):

@@ -73,6 +73,9 @@ MODULES: dict[str, tuple[str, list[str]]] = {
     "data.folder": ("framework/data/folder.py", ["tests/test_data.py", "tests/test_check_dataset.py",
                                                  "tests/test_channels_data.py", "tests/test_infer.py",
                                                  "tests/test_exif_orientation.py"]),
+    "engine.hooks.early_stopping": ("framework/engine/hooks/early_stopping.py", [
+        "tests/test_early_stopping.py", "-k", "not crash and not two_processes"]),
+    "engine.nonfinite": ("framework/engine/nonfinite.py", ["tests/test_nonfinite.py", "-k", "not rank_1"]),
     "config.rules": ("framework/config/rules.py", ["tests/test_config_ranges.py", "tests/test_config.py",
                                                    "-k", "not refuses_clip_grad"]),
     "config.loading": ("framework/config/loading.py", ["tests/test_config.py", "tests/test_config_ranges.py",
