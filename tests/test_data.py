@@ -253,6 +253,10 @@ def test_voc_missing_folders_files_and_split_fail_at_construction(tmp_path):
     (tmp_path / "ImageSets/Segmentation/train.txt").write_text("2007_000001\n2007_000009\n")
     with pytest.raises(DataError, match=r"JPEGImages: no image \(\.jpg\) for 1 sample\(s\): 2007_000009"):
         VOCSegmentation(tmp_path)
+    _write_image(tmp_path / "JPEGImages" / "2007_000009.jpg")
+    with pytest.raises(DataError, match=rf"^{tmp_path / 'SegmentationClass'}: no mask \(\.png\) for 1 sample\(s\): "
+                                        r"2007_000009$"):
+        VOCSegmentation(tmp_path)
     (tmp_path / "ImageSets/Segmentation/empty.txt").write_text("\n")
     with pytest.raises(DataError, match="split file lists no samples"):
         VOCSegmentation(tmp_path, split="empty")
@@ -390,8 +394,8 @@ def test_infer_inputs_combine_files_folders_and_recursive_globs(tmp_path):
     for name in ("one/a.png", "one/b.jpg", "one/notes.txt", "two/deep/deeper/c.png", "d.bmp"):
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         _write_image(tmp_path / name, size=(4, 4)) if not name.endswith(".txt") else (tmp_path / name).write_text("x")
-    found = list_inputs([str(tmp_path / "one"), str(tmp_path / "d.bmp"), str(tmp_path / "two" / "**" / "*")])
-    assert found == [tmp_path / "one/a.png", tmp_path / "one/b.jpg", tmp_path / "d.bmp", tmp_path / "two/deep/deeper/c.png"]
+    found = list_inputs([str(tmp_path / "d.bmp"), str(tmp_path / "one"), str(tmp_path / "two" / "**" / "*")])
+    assert found == [tmp_path / "d.bmp", tmp_path / "one/a.png", tmp_path / "one/b.jpg", tmp_path / "two/deep/deeper/c.png"]
     with pytest.raises(DataError, match=rf"^--input {tmp_path / 'nowhere'}: no such file or folder, and no file matches it$"):
         list_inputs([str(tmp_path / "nowhere")])
     with pytest.raises(DataError, match=rf"^--input {re.escape(str(tmp_path / 'one/*.txt'))} "

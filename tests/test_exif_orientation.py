@@ -183,8 +183,38 @@ def test_an_orientation_outside_the_standard_counts_as_none(tmp_path, tag):
     assert exif_orientation(str(path)) == 1 and np.array_equal(read_rgb_image(str(path)), stored)
 
 
+def test_files_without_an_orientation_count_as_shown_as_stored(tmp_path):
+    plain = tmp_path / "plain.png"
+    Image.fromarray(np.zeros((4, 6, 3), np.uint8)).save(plain)  # no EXIF at all
+    broken = tmp_path / "broken.jpg"
+    broken.write_bytes(b"not an image")
+    assert exif_orientation(str(plain)) == 1 and exif_orientation(str(broken)) == 1
+    assert exif_orientation(str(tmp_path / "nowhere.jpg")) == 1
+
+
+def test_a_grey_tiff_is_read_as_rgb_and_one_turned_by_90_degrees_is_refused(tmp_path):
+    """OpenCV 5 cannot decode a TIFF turned by 90 degrees, and Pillow 13 scrambles a grey one: refused."""
+    stored = np.random.default_rng(0).integers(0, 256, (6, 10), dtype=np.uint8)
+    path = tmp_path / "grey.tif"
+    write_oriented(path, stored, 3)
+    read = read_rgb_image(str(path))
+    assert read.shape == (6, 10, 3) and all(np.array_equal(read[..., c], stored[::-1, ::-1]) for c in range(3))
+    write_oriented(path, stored, 8)
+    with pytest.raises(DataError, match=rf"^{path}: cannot read image \(OpenCV cannot decode a TIFF whose orientation "
+                                        r"tag turns it by 90 degrees, and Pillow misreads a L one\); save it turned and "
+                                        r"without the tag, or as RGB$"):
+        read_rgb_image(str(path))
+
+
 def test_a_16_bit_rgb_png_is_read_as_its_high_bytes(tmp_path):
     stored = np.random.default_rng(0).integers(0, 65536, (6, 10, 3), dtype=np.uint16)
     path = tmp_path / "deep.png"
     assert cv2.imwrite(str(path), stored[..., ::-1])  # OpenCV writes BGR
     assert np.array_equal(read_rgb_image(str(path)), (stored >> 8).astype(np.uint8))
+
+
+def test_an_rgba_tiff_turned_by_90_degrees_is_refused(tmp_path):
+    path = tmp_path / "alpha.tif"
+    write_oriented(path, np.random.default_rng(0).integers(0, 256, (6, 10, 4), dtype=np.uint8), 6)
+    with pytest.raises(DataError, match=r"Pillow misreads a RGBA one\); save it turned and without the tag, or as RGB$"):
+        read_rgb_image(str(path))

@@ -61,6 +61,12 @@ def read_rgb_image(path: str) -> np.ndarray:
             if opened.mode not in EIGHT_BIT_MODES:
                 raise DataError(f"{path}: cannot read image (OpenCV cannot decode it, and its Pillow mode "
                                 f"{opened.mode} is not 8 bits per channel)")
+            turned = opened.getexif().get(EXIF_ORIENTATION_TAG) in TURNED_BY_90
+            if turned and opened.format == "TIFF" and opened.mode != "RGB":
+                # Pillow 13 scrambles grey, RGBA and CMYK ones (checked against the stored pixels)
+                raise DataError(f"{path}: cannot read image (OpenCV cannot decode a TIFF whose orientation tag "
+                                f"turns it by 90 degrees, and Pillow misreads a {opened.mode} one); save it "
+                                "turned and without the tag, or as RGB")
             return np.asarray(ImageOps.exif_transpose(opened).convert("RGB"))
     except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as err:
         raise DataError(f"{path}: cannot read image (missing, corrupt or not an image)") from err
