@@ -151,3 +151,41 @@ def test_mistakes_are_one_line_before_training(tmp_path, overrides, message):
                        *overrides)
     assert result.returncode == 2 and message in result.stderr, result.stderr
     assert not (tmp_path / "checkpoints").exists()
+
+
+def test_one_process_stops_at_the_predicted_iteration_and_records_why(tmp_path, monkeypatch):
+    """In this process (the hook's evaluation-time code, which the two-process runs cover in
+    their own processes): the untrained network (val_at_start) is no candidate, the stop is
+    recorded in metrics.jsonl and the checkpoint, and training ends there."""
+    monkeypatch.chdir(REPO / "tests")  # custom_imports=[probes]
+    work_dir = tmp_path / "run"
+    result = call_tool("train", "--config", CONFIG, "--work-dir", work_dir, *RUN, "train.val_at_start=true",
+                       "optim.lr=0.02", "optim.scheduler.warmup_iters=1",  # values that move (by less than 1.0)
+                       f"hooks=[{{type: LossRecorderHook, path: '{tmp_path / 'losses.txt'}'}}, {EARLY_STOP}]")
+    assert result.returncode == 0, result.stderr
+    records = [json.loads(line) for line in (work_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [r["iter"] for r in records] == [0, 2, 4, 6, 6]  # iteration 0 evaluated, not counted
+    assert records[3]["aAcc"] != records[1]["aAcc"]
+    stop = records[-1]["stopped_early"]
+    assert stop == {"monitor": "aAcc", "value": records[3]["aAcc"], "best": records[1]["aAcc"],
+                    "reason": f"aAcc: no improvement by more than min_delta 1 over the best {records[1]['aAcc']:.6g} "
+                              "in the last 2 evaluations (patience 2)"}
+    assert records[-1]["epoch"] == records[3]["epoch"]
+    assert f"early stopping at iteration 6/20: {stop['reason']}" in result.stdout + result.stderr
+    assert read_losses(tmp_path / "losses.txt")[-1][0] == PREDICTED_STOP
+    state = torch.load(work_dir / f"checkpoints/iter_{PREDICTED_STOP}.pth", weights_only=True)
+    assert state["hooks"]["EarlyStoppingHook"] == {"best": records[1]["aAcc"], "wait": 2,
+                                                   "stopped": {"iter": 6, "reason": stop["reason"]}}
+
+
+def test_a_run_that_ends_as_patience_runs_out_records_no_early_stop(tmp_path, monkeypatch):
+    """Patience runs out at iteration 6 of 6: the run ended by itself; nothing stopped it."""
+    monkeypatch.chdir(REPO / "tests")
+    work_dir = tmp_path / "run"
+    result = call_tool("train", "--config", CONFIG, "--work-dir", work_dir, *RUN, "train.max_iters=6",
+                       f"hooks=[{EARLY_STOP}]")
+    assert result.returncode == 0, result.stderr
+    records = [json.loads(line) for line in (work_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [r["iter"] for r in records] == [2, 4, 6] and "early stopping" not in result.stdout + result.stderr
+    state = torch.load(work_dir / "checkpoints/iter_6.pth", weights_only=True)
+    assert state["hooks"]["EarlyStoppingHook"]["stopped"] == {}

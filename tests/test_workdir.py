@@ -209,6 +209,9 @@ def test_an_unknown_hook_or_metric_name_is_refused_before_anything_is_written(tm
         ("hooks=[{type: NoSuchHook}]", "hooks[0]"),
         ("train.best_metric=mIOU", "train.best_metric: 'mIOU' is not a metric of this run (have: mIoU, mAcc, aAcc; "
                                    "per class e.g. IoU.background); did you mean 'mIoU'?"),
+        ("hooks=[{type: EarlyStoppingHook, monitor: aacc, rule: greater}]",
+         "hooks[0].monitor: 'aacc' is not a metric of this run (have: mIoU, mAcc, aAcc; per class e.g. "
+         "IoU.background); did you mean 'aAcc', 'mAcc'?"),
     ]:
         work_dir = tmp_path / "wd"
         result = call_tool("train", "--config", CONFIG, "--work-dir", work_dir, *RUN, mistake)

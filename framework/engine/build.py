@@ -180,21 +180,25 @@ def build_hooks(cfg: dict, val_loader) -> list:
                        best_metric=train["best_metric"], best_mode=train["best_mode"]),
         HParamsHook(best_metric=train["best_metric"], best_mode=train["best_mode"]),
     ]
-    hooks += [HOOKS.build(node, path=f"hooks[{i}]") for i, node in enumerate(cfg.get("hooks") or [])]
-    check_best_metric(train["best_metric"], metrics if val_loader is not None else [])
-    return hooks
+    configured = [HOOKS.build(node, path=f"hooks[{i}]") for i, node in enumerate(cfg.get("hooks") or [])]
+    evaluated = metrics if val_loader is not None else []
+    check_metric_name("train.best_metric", train["best_metric"], evaluated)
+    for i, hook in enumerate(configured):
+        for key, name in hook.monitored_metrics().items():
+            check_metric_name(f"hooks[{i}].{key}", name, evaluated)
+    return hooks + configured
 
 
-def check_best_metric(name: str | None, metrics: list) -> None:
-    """train.best_metric must be a value the evaluation returns: refused at start-up, not at the
-    first evaluation after an interval of training (a custom metric that cannot name its
-    values in advance is still checked there)."""
+def check_metric_name(path: str, name: str | None, metrics: list) -> None:
+    """The config value at `path` must name a value the evaluation returns: refused at start-up,
+    not at the first evaluation after an interval of training (a custom metric that cannot name
+    its values in advance is still checked there)."""
     known = known_result_names(metrics) if name and metrics else None
     if known is not None and name not in known:
         summary = ", ".join(k for k in known if not is_per_class(k))
         per_class = next((k for k in known if is_per_class(k)), None)
         also = f"; per class e.g. {per_class}" if per_class else ""
-        raise ConfigError(f"train.best_metric: '{name}' is not a metric of this run (have: {summary}{also})"
+        raise ConfigError(f"{path}: '{name}' is not a metric of this run (have: {summary}{also})"
                           f"{did_you_mean(name, known)}")
 
 

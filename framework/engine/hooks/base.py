@@ -32,6 +32,11 @@ class Hook:
     def load_state_dict(self, state: dict) -> None:
         pass
 
+    def monitored_metrics(self) -> dict[str, str]:
+        """{config key: the evaluation value it names}, checked against the run's metrics at
+        start-up (a typo refused before training, not at the first evaluation)."""
+        return {}
+
 
 def every(trainer: Trainer, interval: int) -> bool:
     """True every `interval` iterations and at the last one (interval 0: never)."""

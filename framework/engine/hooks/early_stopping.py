@@ -97,6 +97,9 @@ class EarlyStoppingHook(Hook):
         self.decision = StoppingRule(rule, min_delta, patience, stopping_threshold, check_finite)
         self.stopped: dict = {}  # {iter, reason} once the run stopped early
 
+    def monitored_metrics(self) -> dict[str, str]:
+        return {"monitor": self.monitor}
+
     def state_dict(self) -> dict:
         return {"best": self.decision.best, "wait": self.decision.wait, "stopped": dict(self.stopped)}
 
