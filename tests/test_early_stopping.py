@@ -31,6 +31,7 @@ def stops_at(rule: StoppingRule, values: list[float]) -> int | None:
     # less: a loss falling then rising; patience 3
     ("less", dict(patience=3), [1.0, 0.8, 0.85, 0.7, 0.75, 0.71, 0.72], 7),
     ("less", dict(patience=1, min_delta=0.1), [1.0, 0.95], 2),
+    ("less", dict(patience=2), [0.5, 0.5, 0.5], 3),  # an equal value is no improvement
     # stopping_threshold is reached (equal counts) before patience runs out
     ("greater", dict(patience=10, stopping_threshold=0.8), [0.5, 0.7, 0.8, 0.9], 3),
     ("less", dict(patience=10, stopping_threshold=0.1), [0.5, 0.2, 0.11, 0.05], 4),
