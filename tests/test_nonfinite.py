@@ -140,3 +140,25 @@ def test_skip_policy_with_accumulation_skips_a_step_whose_first_micro_batch_is_n
     weight, bias = before
     torch.testing.assert_close(task.net.weight, weight - 0.5 * (2 * 1 + 2 * 2) / 2 * torch.ones(1, 3))
     torch.testing.assert_close(task.net.bias, bias - 0.5 * torch.tensor([2.0]))
+
+
+def test_the_guard_checks_by_itself_after_max_pending_iterations():
+    """A run that never logs, evaluates or saves still stops: a check every MAX_PENDING iterations."""
+    guard = NonFiniteGuard()  # raise is the default policy
+    guard.observe(1, {"loss": torch.tensor(float("nan")), "loss_aux": torch.tensor(1.0)})
+    for iteration in range(2, NonFiniteGuard.MAX_PENDING):
+        guard.observe(iteration, {"loss": torch.tensor(1.0)})  # 999 kept, none checked yet
+    with pytest.raises(NonFiniteError, match=rf"^training diverged: loss not finite at iteration 1 \(stopped at "
+                                             rf"iteration {NonFiniteGuard.MAX_PENDING}; checkpoints and best\.pth from "
+                                             r"before it are kept\)\. Lower optim\.lr, "):
+        guard.observe(NonFiniteGuard.MAX_PENDING, {"loss": torch.tensor(1.0)})
+    with pytest.raises(NonFiniteError, match=r"at iteration 1 \(stopped at iteration 1000;"):
+        guard.check(1200)  # the same error again, whatever comes later
+
+
+def test_the_skip_policy_keeps_no_logs_for_the_guard():
+    """Under skip, each step decides for itself; the guard keeps nothing and never raises."""
+    guard = NonFiniteGuard("skip")
+    guard.observe(1, {"loss": torch.tensor(float("inf"))})
+    guard.check(1)
+    assert guard._pending == []
