@@ -2,7 +2,9 @@
 a config, base nodes replaced by a change of type, class names of their own datasets, extras."""
 
 import json
+import os
 import re
+import subprocess
 import sys
 
 import cv2
@@ -92,6 +94,23 @@ def test_a_repository_project_imports_from_any_working_directory(tmp_path, monke
     monkeypatch.chdir(tmp_path)
     custom_imports.import_custom_modules({"custom_imports": ["userprojects_x.plugin"]})
     assert sys.modules["userprojects_x.plugin"].LOADED
+
+
+def test_the_repository_projects_import_from_a_working_directory_elsewhere(tmp_path):
+    """For real, without the checkout on sys.path: only the framework package is importable (a
+    link to it), the working directory is elsewhere. REPOSITORY pointed at framework/ after the
+    package split, and a project config failed from any other folder."""
+    assert (custom_imports.REPOSITORY / "projects" / "dcgan" / "__init__.py").is_file()
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "framework").symlink_to(REPO / "framework")
+    code = ("import sys; from framework.config import custom_imports\n"
+            "custom_imports.import_custom_modules({'custom_imports': ['projects.dcgan']})\n"
+            "print(sys.modules['projects.dcgan'].__file__)")
+    result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                            env={**os.environ, "PYTHONPATH": str(site)})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == str(REPO / "projects" / "dcgan" / "__init__.py")
 
 
 def test_a_failed_custom_import_says_what_is_accepted(tmp_path):

@@ -22,7 +22,8 @@ from pathlib import Path
 
 from framework.errors import ConfigError
 
-REPOSITORY = Path(__file__).resolve().parents[1]  # holds projects/ in a source checkout
+# The checkout this file is in (framework/config/custom_imports.py), which holds projects/
+REPOSITORY = Path(__file__).resolve().parents[2]
 HINT = ("custom_imports takes a module name (next to the config file, importable from the working "
         "directory, or projects.* of the repository) or a file path such as ./my_modules.py")
 
