@@ -31,7 +31,8 @@ setup(
         # tests/test_docs.py builds the site with --strict, so dev needs mkdocs too
         "dev": ["pytest>=7.4", "pytest-xdist>=3.5", "torchmetrics>=1.3", "ruff>=0.6", "onnx>=1.15", "onnxruntime>=1.17", "timm>=1.0",
                 "huggingface_hub>=0.20", "mkdocs>=1.6", "mlflow-skinny>=2.12",
-                "mutmut>=3.8,<4"],  # mutation testing: tests/scripts/mutation.py, docs/contributing.md
+                "mutmut>=3.8,<4",  # mutation testing: tests/scripts/mutation.py, docs/contributing.md
+                "torch-fidelity>=0.3"],  # FID's default extractor, tested with random weights in its file format
         "fid": ["torch-fidelity>=0.3"],  # FID's default extractor (framework/metrics/image.py)
         # loggers: [mlflow] (framework/engine/loggers/mlflow_logger.py): the client alone, no server
         "mlflow": ["mlflow-skinny>=2.12"],

@@ -1,6 +1,7 @@
 """PSNR, SSIM and L1 against torchmetrics, their sums across ranks, and FID's local-weights rule."""
 
 import re
+import sys
 
 import pytest
 import torch
@@ -82,13 +83,8 @@ def test_fid_without_a_usable_local_weights_file_is_a_config_error(node, message
         METRICS.build(node, path="metrics[0]")
 
 
-def test_fid_inception_without_torch_fidelity_says_what_to_install(tmp_path):
-    pytest.importorskip("torchmetrics")
-    try:
-        import torch_fidelity  # noqa: F401
-        pytest.skip("torch-fidelity is installed here")
-    except ImportError:
-        pass
+def test_fid_inception_without_torch_fidelity_says_what_to_install(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "torch_fidelity", None)  # as if not installed: importing it fails
     weights = tmp_path / "pt_inception.pth"
     weights.write_bytes(b"")
     with pytest.raises(ConfigError, match=re.escape(
@@ -148,6 +144,37 @@ def test_fid_with_torchvision_inception_weights_from_a_local_file(tmp_path):
     # The framework sums these states across ranks itself (`sync`); torchmetrics syncing them again
     # in compute() would count every rank's images twice under DDP.
     assert fid.fid.sync_on_compute is False
+
+
+def test_fid_inception_reads_the_local_weights_file_and_feeds_torch_fidelity_uint8_images(tmp_path):
+    """The default extractor (torch-fidelity's FID Inception; the `.[fid]` extra): random weights
+    in its file format, the 64-d features (its first layers, quick), against torch-fidelity's own
+    extractor fed the images as 0..255 bytes, and the Fréchet distance by hand."""
+    fidelity = pytest.importorskip("torch_fidelity.feature_extractor_inceptionv3")
+    extractor_class = fidelity.FeatureExtractorInceptionV3
+    empty = tmp_path / "empty.pth"
+    torch.save({}, empty)
+    torch.manual_seed(0)
+    original = extractor_class.load_state_dict
+    extractor_class.load_state_dict = lambda self, state, *a, **k: None  # its random initialisation, once
+    try:
+        weights = extractor_class("inception-v3-compat", ["64"], feature_extractor_weights_path=str(empty)).state_dict()
+    finally:
+        extractor_class.load_state_dict = original
+    path = tmp_path / "pt_inception-2015-12-05-6726825d.pth"
+    torch.save(weights, path)
+    reference = extractor_class("inception-v3-compat", ["64"], feature_extractor_weights_path=str(path))
+    fid = METRICS.build({"type": "FID", "weights_path": str(path), "feature": 64}, path="metrics[0]")
+
+    generator = torch.Generator().manual_seed(1)
+    real = torch.rand(80, 3, 24, 24, generator=generator)  # more images than features: full-rank covariances
+    fake = (real.flip(0) * 0.5 + 0.5 * torch.rand(80, 3, 24, 24, generator=generator)).clamp(0, 1)
+    with torch.no_grad():
+        expected = [reference((x * 255).byte())[0] for x in (real, fake)]
+    assert expected[0].abs().mean() > 0.01  # three random layers: small features, far from float noise
+    value = run(fid, fake, real, splits=(40,))["FID"]
+    assert value == pytest.approx(frechet_distance(*expected), rel=1e-3)
+    assert int(fid.states()["fake_features_num_samples"]) == 80
 
 
 def test_fid_with_a_damaged_weights_file_is_one_line_naming_it(tmp_path):
