@@ -69,7 +69,10 @@ def test_nan_on_rank_1_only_is_one_decision_for_both_ranks(tmp_path, policy):
         # rank 0's own loss stayed finite: the check is a collective, so it stops too, by itself
         # (not killed after the other's failure) and with the same error
         assert result.exit_codes == [2, 2], result.stderr[-3000:]
-        assert "not finite at iteration 3" in result.stderr
+        rank0 = (tmp_path / "out" / "train.stderr.rank0").read_text()
+        rank1 = (tmp_path / "out" / "train.stderr.rank1").read_text()
+        assert "error: training diverged: a loss on another process not finite at iteration 3 (stopped at" in rank0
+        assert "error: training diverged: loss not finite at iteration 3 (stopped at" in rank1, rank1[-2000:]
         assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["best.pth", "iter_2.pth", "latest"]
     else:
         assert result.returncode == 0, result.stderr[-3000:]
@@ -146,7 +149,8 @@ def test_the_guard_checks_by_itself_after_max_pending_iterations():
     """A run that never logs, evaluates or saves still stops: a check every MAX_PENDING iterations."""
     guard = NonFiniteGuard()  # raise is the default policy
     guard.observe(1, {"loss": torch.tensor(float("nan")), "loss_aux": torch.tensor(1.0)})
-    for iteration in range(2, NonFiniteGuard.MAX_PENDING):
+    guard.observe(2, {"loss_gan": torch.tensor(float("inf")), "loss_l1": torch.tensor(float("nan"))})
+    for iteration in range(3, NonFiniteGuard.MAX_PENDING):
         guard.observe(iteration, {"loss": torch.tensor(1.0)})  # 999 kept, none checked yet
     with pytest.raises(NonFiniteError, match=rf"^training diverged: loss not finite at iteration 1 \(stopped at "
                                              rf"iteration {NonFiniteGuard.MAX_PENDING}; checkpoints and best\.pth from "
@@ -162,3 +166,13 @@ def test_the_skip_policy_keeps_no_logs_for_the_guard():
     guard.observe(1, {"loss": torch.tensor(float("inf"))})
     guard.check(1)
     assert guard._pending == []
+
+
+def test_the_guard_names_every_non_finite_term_of_the_first_bad_iteration():
+    guard = NonFiniteGuard()
+    guard.observe(4, {"loss": torch.tensor(1.0), "loss_gan": torch.tensor(float("inf")),
+                      "loss_l1": torch.tensor(float("nan"))})
+    guard.observe(5, {"loss": torch.tensor(float("nan"))})
+    with pytest.raises(NonFiniteError, match=r"^training diverged: loss_gan, loss_l1 not finite at iteration 4 "
+                                             r"\(stopped at iteration 5; "):
+        guard.check(5)
