@@ -190,3 +190,41 @@ def test_a_run_that_ends_as_patience_runs_out_records_no_early_stop(tmp_path, mo
     assert [r["iter"] for r in records] == [2, 4, 6] and "early stopping" not in result.stdout + result.stderr
     state = torch.load(work_dir / "checkpoints/iter_6.pth", weights_only=True)
     assert state["hooks"]["EarlyStoppingHook"]["stopped"] == {}
+
+
+SCORES_METRIC = """
+from framework.metrics.base import Metric
+from framework.registry import METRICS
+
+@METRICS.register()
+class ScriptedScore(Metric):  # says no names in advance; returns 0.5, then NaN
+    calls = 0
+
+    def update(self, outputs):
+        pass
+
+    def compute(self):
+        ScriptedScore.calls += 1
+        return {"score": 0.5 if ScriptedScore.calls == 1 else float("nan")}
+"""
+
+
+def test_a_value_that_turns_nan_stops_the_run_and_is_recorded_as_text(tmp_path, monkeypatch):
+    (tmp_path / "scripted_score.py").write_text(SCORES_METRIC)
+    monkeypatch.chdir(REPO / "tests")
+    work_dir = tmp_path / "run"
+    common = [*RUN, f"custom_imports=[probes, '{tmp_path / 'scripted_score.py'}']", "metrics=[{type: ScriptedScore}]",
+              "train.best_metric=null"]
+    result = call_tool("train", "--config", CONFIG, "--work-dir", work_dir, *common,
+                       "hooks=[{type: EarlyStoppingHook, monitor: score, rule: greater, patience: 5}]")
+    assert result.returncode == 0, result.stderr
+    records = [json.loads(line) for line in (work_dir / "metrics.jsonl").read_text().splitlines()]
+    assert records[-1] == {"iter": 4, "epoch": records[-1]["epoch"], "stopped_early": {
+        "monitor": "score", "value": "nan", "best": 0.5,
+        "reason": "score: the monitored value is nan (not finite); best so far 0.5"}}
+    # a metric that cannot name its values in advance: a wrong monitor is found at its first evaluation
+    result = call_tool("train", "--config", CONFIG, "--work-dir", tmp_path / "other", *common,
+                       "hooks=[{type: EarlyStoppingHook, monitor: mIoU, rule: greater}]")
+    assert result.returncode == 2
+    assert ("hooks: EarlyStoppingHook: monitor 'mIoU' is not a metric of this run (have: score)"
+            in result.stderr), result.stderr
