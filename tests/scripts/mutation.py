@@ -76,6 +76,8 @@ MODULES: dict[str, tuple[str, list[str]]] = {
     "engine.hooks.early_stopping": ("framework/engine/hooks/early_stopping.py", [
         "tests/test_early_stopping.py", "-k", "not crash and not two_processes"]),
     "engine.nonfinite": ("framework/engine/nonfinite.py", ["tests/test_nonfinite.py", "-k", "not rank_1"]),
+    "data.base": ("framework/data/base.py", ["tests/test_data.py", "tests/test_exif_orientation.py",
+                                             "tests/test_channels_data.py"]),
     "config.rules": ("framework/config/rules.py", ["tests/test_config_ranges.py", "tests/test_config.py",
                                                    "-k", "not refuses_clip_grad"]),
     "config.loading": ("framework/config/loading.py", ["tests/test_config.py", "tests/test_config_ranges.py",
