@@ -78,6 +78,11 @@ MODULES: dict[str, tuple[str, list[str]]] = {
     "engine.nonfinite": ("framework/engine/nonfinite.py", ["tests/test_nonfinite.py", "-k", "not rank_1"]),
     "data.base": ("framework/data/base.py", ["tests/test_data.py", "tests/test_exif_orientation.py",
                                              "tests/test_channels_data.py"]),
+    "analysis.dataset_scan": ("framework/analysis/dataset_scan.py", [
+        "tests/test_check_dataset.py", "tests/test_exif_orientation.py", "tests/test_class_weights.py",
+        "-k", "not training and not every_rank"]),
+    "analysis.class_weights": ("framework/analysis/class_weights.py", [
+        "tests/test_class_weights.py", "tests/test_check_dataset.py", "-k", "not training and not every_rank"]),
     "config.rules": ("framework/config/rules.py", ["tests/test_config_ranges.py", "tests/test_config.py",
                                                    "-k", "not refuses_clip_grad"]),
     "config.loading": ("framework/config/loading.py", ["tests/test_config.py", "tests/test_config_ranges.py",
