@@ -127,6 +127,9 @@ def main() -> int:
         return 0
     scratch = scratch_copy(args.module)
     env = {**os.environ, "PYTHONPATH": "", "OMP_NUM_THREADS": "1"}  # the mutated copy, not an install
+    # One temp folder, emptied by each pytest run: pytest's own numbered folders under /tmp were
+    # not cleaned up between mutmut's runs (3510 of them, 72 GB, filled the disk once).
+    env["PYTEST_ADDOPTS"] = f"--basetemp={scratch.parent / (args.module + '.pytest-tmp')}"
     mutmut = shutil.which("mutmut") or "mutmut"
     code = subprocess.call([mutmut, "run", "--max-children", str(args.max_children)], cwd=scratch, env=env)
     subprocess.call([mutmut, "results"], cwd=scratch, env=env)  # the survivors, by name
