@@ -178,7 +178,7 @@ def test_mask_values_outside_the_classes_name_the_file_and_values():
 
 def test_masks_of_another_size_or_dtype_are_data_errors():
     image = np.zeros((4, 4, 3), np.uint8)
-    with pytest.raises(DataError, match=r"masks/0003.png: mask is 4x5 but its image is 4x4"):
+    with pytest.raises(DataError, match=r"^masks/0003.png: mask is 4x5 but its image is 4x4$"):  # no hint here
         _ArrayDataset(image, np.zeros((4, 5), np.uint8))[0]
     with pytest.raises(DataError, match=r"masks/0003.png: mask holds float32 values, not integer class indices"):
         _ArrayDataset(image, np.zeros((4, 4), np.float32))[0]
@@ -402,3 +402,43 @@ def test_infer_inputs_combine_files_folders_and_recursive_globs(tmp_path):
                                         rf"{re.escape(str(tmp_path / 'two'))}: no images "
                                         r"\(\.jpg, \.jpeg, \.png, \.bmp, \.tif, \.tiff\)$"):
         list_inputs([str(tmp_path / "one/*.txt"), str(tmp_path / "two")])  # a folder's own images only
+
+
+class _NamelessPathDataset(_ArrayDataset):
+    mask_path = SegmentationDataset.mask_path  # the base's: no file behind the sample
+
+
+def test_base_class_checks_name_the_sample_and_every_wrong_property():
+    image, mask = np.zeros((4, 4, 3), np.uint8), np.zeros((4, 4), np.uint8)
+    with pytest.raises(DataError, match=r"^only: expected an HxWx3 uint8 image, got float32 \(4, 4, 3\)$"):
+        _ArrayDataset(image.astype(np.float32), mask)[0]  # the dtype alone is wrong
+    with pytest.raises(DataError, match=r"^only: expected an HxWx3 uint8 image, got uint8 \(4, 4, 4\)$"):
+        _ArrayDataset(np.zeros((4, 4, 4), np.uint8), mask)[0]  # the channels alone
+    with pytest.raises(DataError, match=r"^_NamelessPathDataset\[0\]: mask holds float64 values, not integer "
+                                        r"class indices$"):
+        _NamelessPathDataset(image, mask.astype(np.float64))[0]
+    with pytest.raises(DataError, match=r"^masks/0003.png: mask values \[4\] outside \[0, 4\) \(ignore_index 255\)$"):
+        _ArrayDataset(image, np.full((4, 4), 4, np.uint8))[0]  # one past the last class
+    with pytest.raises(ValueError, match=r"^classes must list the class names, e.g. \[background, road, car\]$"):
+        _ArrayDataset(image, mask, classes=())
+    with pytest.raises(ValueError, match=r"^palette needs one RGB triple per class \(2\), got \[\(1, 2, 3\), \(4, 5\)\]$"):
+        _ArrayDataset(image, mask, classes=("a", "b"), palette=[(1, 2, 3), (4, 5)])  # enough entries, one short
+
+
+def test_a_pipeline_turning_images_into_floats_is_named():
+    image, mask = np.zeros((4, 4, 3), np.uint8), np.zeros((4, 4), np.uint8)
+    with pytest.raises(ConfigError, match=r"^the pipeline of _ArrayDataset turned the image into torch.float32; keep "
+                                          r"it uint8 \(no Normalize/ToFloat\): the task normalises images on the "
+                                          r"device$"):
+        _ArrayDataset(image, mask, pipeline=[{"type": "ToFloat"}, {"type": "ToTensorV2"}])[0]
+    sample = _ArrayDataset(image, mask, pipeline=[{"type": "ToTensorV2"}])[0]  # a tensor pipeline end
+    assert sample["image"].dtype == torch.uint8 and sample["mask"].dtype == torch.int64
+
+
+def test_numpy_drawn_augmentations_are_reproducible_per_sample_and_seed():
+    """GaussNoise draws from the numpy generator (flips and affine parameters from Python's):
+    the reseeding must set both."""
+    image = np.full((8, 8, 3), 128, np.uint8)
+    dataset = _ArrayDataset(image, np.zeros((8, 8), np.uint8), pipeline=[{"type": "GaussNoise", "p": 1.0}])
+    first, again, other = dataset[(0, 5)]["image"], dataset[(0, 5)]["image"], dataset[(0, 6)]["image"]
+    assert torch.equal(first, again) and not torch.equal(first, other) and not torch.equal(first, torch.full_like(first, 128))
