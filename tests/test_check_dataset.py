@@ -6,6 +6,8 @@ import cv2
 import numpy as np
 from PIL import Image
 
+from framework.analysis.dataset_scan import class_totals, scan
+from framework.data.base import SegmentationDataset
 from framework.data.folder import read_index_mask
 from support import REPO, call_tool, run_tool
 
@@ -95,3 +97,80 @@ def test_a_missing_split_is_one_line(tmp_path):
     config = make_folder(tmp_path / "data")
     result = call_tool("check_dataset", "--config", config, "--split", "test")
     assert result.returncode == 2 and result.stderr.startswith("error: data.test")
+
+
+def test_every_problem_line_and_the_totals_of_the_readable_samples(tmp_path):
+    """In this process (the test above runs a real one): each problem line whole, and the class
+    totals of the samples after an unreadable one still counted."""
+    config = make_folder(tmp_path / "data", faults=True)
+    root = tmp_path / "data"
+    rgba = np.zeros((24, 32, 4), np.uint8)
+    rgba[..., 3] = 255
+    rgba[:3] = (128, 0, 0, 255)  # the palette's colour of class 1, with an alpha channel
+    Image.fromarray(rgba).save(root / "masks" / "s5.png")
+    result = call_tool("check_dataset", "--config", config, "--json", tmp_path / "report.json")
+    assert result.returncode == 1
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["problems"] == [
+        f"{root}/images/s1.png: cannot read image (missing, corrupt or not an image)",
+        f"{root}/masks/s2.png: mask values [7] outside [0, 4) (ignore_index 255)",
+        f"{root}/masks/s3.png: RGB colour mask (2 colours); masks must hold class indices",
+        f"  colours used: (0, 0, 0)=background, (128, 0, 0)=circle; convert with python tools/check_dataset.py "
+        f"--config {config} --convert-rgb-masks DIR",
+        f"{root}/masks/s4.png: mask is 20x32 but its image is 24x32",
+        f"{root}/masks/s5.png: RGB colour mask (2 colours); masks must hold class indices",
+        f"  colours used: (0, 0, 0)=background, (128, 0, 0)=circle; convert with python tools/check_dataset.py "
+        f"--config {config} --convert-rgb-masks DIR",
+    ]
+    # s0, s1's mask (class 1 rows: its image is unreadable, its mask still counts), s2 (zeros and
+    # one 7), s4 (zeros); s3 and s5 are colour masks: every readable mask after the unreadable image
+    images = {row["class"]: row["images"] for row in report["classes"]}
+    assert images == {"background": 4, "circle": 1, "rectangle": 0, "triangle": 0}
+
+
+class _GeneratedMasks(SegmentationDataset):
+    """No files: check_dataset reads samples through load_sample."""
+
+    def __init__(self, masks):
+        super().__init__(classes=["a", "b", "c"])
+        self.masks = masks
+
+    def __len__(self):
+        return len(self.masks)
+
+    def load_sample(self, index):
+        return np.zeros((*self.masks[index].shape, 3), np.uint8), self.masks[index], f"g{index}"
+
+
+def test_generated_samples_report_values_below_zero_and_one_past_the_last_class():
+    masks = [np.array([[0, 3], [-1, 1]], np.int64), np.array([[255, 255], [255, 255]], np.int64),
+             np.array([[2, 0], [0, 0]], np.int64)]
+    records = scan(_GeneratedMasks(masks))
+    assert [r.name for r in records] == ["0", "1", "2"]
+    assert records[0].problems == ["_GeneratedMasks[0]: mask values [3, -1] outside [0, 3) (ignore_index 255)"]
+    assert records[1].problems == ["_GeneratedMasks[1]: every pixel is ignore_index 255: the sample adds nothing to "
+                                   "the loss or the metrics"]
+    assert records[2].problems == [] and records[2].counts.tolist() == [3, 0, 1] and records[2].size == (2, 2)
+    pixels, image_pixels, images = class_totals(records, 3)
+    assert images.tolist() == [2, 1, 1] and pixels.dtype == np.int64  # class 2: one pixel in one image
+
+
+def test_a_voc_folder_with_palette_masks_is_counted_by_palette_index(tmp_path):
+    """VOC's masks are palette PNGs: their pixels are the class indices, whatever the colours."""
+    for sub in ("JPEGImages", "SegmentationClass", "ImageSets/Segmentation"):
+        (tmp_path / sub).mkdir(parents=True)
+    mask = np.zeros((8, 8), np.uint8)
+    mask[:2] = 15  # person
+    mask[7] = 255  # void
+    cv2.imwrite(str(tmp_path / "JPEGImages" / "a.jpg"), np.zeros((8, 8, 3), np.uint8))
+    png = Image.fromarray(mask, mode="P")
+    png.putpalette([0, 0, 0] * 256)  # all black: only the indices tell the classes apart
+    png.save(tmp_path / "SegmentationClass" / "a.png")
+    (tmp_path / "ImageSets/Segmentation/train.txt").write_text("a\n")
+    config = tmp_path / "config.yaml"
+    config.write_text(f"_base_: {REPO}/configs/segmentation/unet_voc.yaml\n"
+                      f"data:\n  train:\n    dataset: {{root: {tmp_path}}}\n")
+    result = call_tool("check_dataset", "--config", config, "--json", tmp_path / "report.json")
+    assert result.returncode == 0, result.stdout + result.stderr
+    pixels = {row["class"]: row["pixels"] for row in json.loads((tmp_path / "report.json").read_text())["classes"]}
+    assert pixels["person"] == 16 and pixels["background"] == 40 and sum(pixels.values()) == 56
