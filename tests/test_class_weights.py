@@ -93,3 +93,24 @@ def test_every_rank_trains_with_rank_0_weights(tmp_path):
     assert rank0 == pytest.approx(compute_weights(pixels, image_pixels, "inverse_log").tolist())
     own = class_pixel_counts(SyntheticShapes(num_samples=6, size=32, seed=1), None)
     assert rank1 != pytest.approx(compute_weights(*own, "inverse_log").tolist())  # not its own data's
+
+
+def test_a_one_pixel_class_is_weighed_and_an_unknown_method_named():
+    pixels, image_pixels = np.array([1000, 1, 0]), np.array([1000, 500, 0])
+    for method in ("median_frequency", "inverse_log"):
+        weights = compute_weights(pixels, image_pixels, method)
+        assert weights.dtype == np.float64 and weights[1] > weights[0] > 0 and weights[2] == 0, method
+    with pytest.raises(ValueError, match=r"^weight_method: one of \('median_frequency', 'inverse_log'\), got 'mean'$"):
+        compute_weights(pixels, image_pixels, "mean")
+
+
+def test_the_cache_goes_where_asked_holds_every_methods_weights_and_is_optional(tmp_path):
+    dataset = SyntheticShapes(num_samples=3, size=32)
+    work_dir = tmp_path / "not" / "yet"  # made when the cache is written
+    pixels, image_pixels = class_pixel_counts(dataset, str(work_dir), {"type": "SyntheticShapes"})
+    cache = json.loads((work_dir / CACHE_NAME).read_text())
+    assert sorted(p.name for p in work_dir.iterdir()) == [CACHE_NAME]  # no temporary file left
+    assert cache["weights"] == {m: compute_weights(pixels, image_pixels, m).tolist()
+                                for m in ("median_frequency", "inverse_log")}
+    uncached, _ = class_pixel_counts(dataset, None)  # no work dir (tools, notebooks): counted, not cached
+    assert uncached.tolist() == pixels.tolist()
