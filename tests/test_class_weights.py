@@ -104,7 +104,7 @@ def test_a_one_pixel_class_is_weighed_and_an_unknown_method_named():
         compute_weights(pixels, image_pixels, "mean")
 
 
-def test_the_cache_goes_where_asked_holds_every_methods_weights_and_is_optional(tmp_path):
+def test_the_cache_goes_where_asked_holds_every_methods_weights_and_is_optional(tmp_path, monkeypatch):
     dataset = SyntheticShapes(num_samples=3, size=32)
     work_dir = tmp_path / "not" / "yet"  # made when the cache is written
     pixels, image_pixels = class_pixel_counts(dataset, str(work_dir), {"type": "SyntheticShapes"})
@@ -112,5 +112,6 @@ def test_the_cache_goes_where_asked_holds_every_methods_weights_and_is_optional(
     assert sorted(p.name for p in work_dir.iterdir()) == [CACHE_NAME]  # no temporary file left
     assert cache["weights"] == {m: compute_weights(pixels, image_pixels, m).tolist()
                                 for m in ("median_frequency", "inverse_log")}
+    monkeypatch.chdir(tmp_path / "not")
     uncached, _ = class_pixel_counts(dataset, None)  # no work dir (tools, notebooks): counted, not cached
-    assert uncached.tolist() == pixels.tolist()
+    assert uncached.tolist() == pixels.tolist() and sorted(p.name for p in (tmp_path / "not").iterdir()) == ["yet"]
