@@ -12,9 +12,10 @@ from torchmetrics.functional.image import multiscale_structural_similarity_index
 
 import framework  # noqa: F401
 from framework.errors import ConfigError
+from framework.metrics.base import check_metrics_fit_images
 from framework.metrics.generative import laplacian_pyramid
 from framework.registry import METRICS
-from support import REPO, run_forked_ranks
+from support import REPO, call_tool, run_forked_ranks
 
 KERNEL = np.outer([1, 4, 6, 4, 1], [1, 4, 6, 4, 1]) / 256.0
 
@@ -277,3 +278,40 @@ def test_ms_ssim_min_side_is_where_torchmetrics_starts_to_compute(sigma, betas):
                                                        betas=betas, kernel_size=metric.kernel_size, data_range=1.0)
     with pytest.raises(ValueError, match=rf"at least {side} pixels a side"):
         metric.update({"fake": torch.rand(2, 3, side - 1, side + 3), "real": torch.rand(2, 3, side - 1, side + 3)})
+
+
+def test_a_metric_that_cannot_take_the_validation_images_is_refused_before_training(tmp_path):
+    """MS-SSIM's five scales on DCGAN's 32x32 images: refused at start-up, before anything is
+    written, not at the first evaluation after an interval of training."""
+    work_dir = tmp_path / "run"
+    result = call_tool("train", "--config", REPO / "projects/dcgan/configs/dcgan_shapes.yaml", "--work-dir", work_dir,
+                       "train.max_iters=4", "train.val_interval=2", "metrics=[{type: PSNR}, {type: MS-SSIM}]")
+    assert result.returncode == 2
+    assert result.stderr == ("error: metrics[1]: MS-SSIM: images of (32, 32) are too small for 5 scales with sigma 1.5 "
+                             "(a 11-pixel window): at least 176 pixels a side; give fewer betas or a smaller sigma "
+                             "(data.val.dataset[0] is 32x32 after its pipeline)\n")
+    assert sorted(p.name for p in work_dir.iterdir()) == ["train.log"]
+
+
+class _Sized(torch.utils.data.Dataset):
+    def __init__(self, reads):
+        self.reads = reads
+
+    def __len__(self):
+        return 3
+
+    def __getitem__(self, index):
+        self.reads.append(index)
+        return {"a": torch.zeros(3, 20, 40), "b": torch.zeros(3, 16, 50), "mask": torch.zeros(8, 8), "name": "x"}
+
+
+def test_the_first_sample_is_read_only_for_a_metric_with_a_size_limit_and_every_image_size_checked():
+    reads = []
+    check_metrics_fit_images([METRICS.build({"type": "PSNR"})], _Sized(reads), "data.val.dataset")
+    assert reads == []  # no limit: nothing read
+    check_metrics_fit_images([METRICS.build({"type": "SWD", "min_resolution": 16})], _Sized(reads), "data.val.dataset")
+    assert reads == [0]  # both images at least 16 a side; the 8x8 mask is no image
+    with pytest.raises(ConfigError, match=r"^metrics\[1\]: SWD: images of \(16, 50\) are smaller than min_resolution "
+                                          r"17 \(data\.val\.dataset\[0\] is 16x50 after its pipeline\)$"):
+        check_metrics_fit_images([METRICS.build({"type": "PSNR"}), METRICS.build({"type": "SWD", "min_resolution": 17})],
+                                 _Sized(reads), "data.val.dataset")

@@ -32,7 +32,7 @@ from framework.engine.resume import checkpoint_to_resume, resume_trainer
 from framework.engine.trainer import Trainer
 from framework.errors import ConfigError
 from framework.metrics import is_per_class
-from framework.metrics.base import fit_metrics_to_dataset, known_result_names
+from framework.metrics.base import check_metrics_fit_images, fit_metrics_to_dataset, known_result_names
 from framework.optim.optimizers import Optimizers, build_optimizers
 from framework.registry import HOOKS, METRICS, TASKS, did_you_mean
 
@@ -171,6 +171,7 @@ def build_hooks(cfg: dict, val_loader) -> list:
     metrics = build_metrics(cfg)
     if val_loader is not None:
         fit_metrics_to_dataset(metrics, val_loader.dataset, "data.val.dataset")
+        check_metrics_fit_images(metrics, val_loader.dataset, "data.val.dataset")
     hooks = [
         LoggerHook(interval=train["log_interval"], progress_bar=train["progress_bar"]),
         LRSchedulerHook(),

@@ -21,6 +21,8 @@ from typing import Any
 
 import torch
 
+from framework.errors import ConfigError
+
 
 class Metric(ABC):
     def __init__(self) -> None:
@@ -47,6 +49,11 @@ class Metric(ABC):
         """Sum every state over the ranks in place; `all_reduce` is e.g. `torch.distributed.all_reduce`."""
         for state in self.states().values():
             all_reduce(state)
+
+    def check_image_size(self, height: int, width: int) -> None:  # noqa: B027 (optional)
+        """Raise ValueError when images of this size cannot be evaluated (a window or pyramid
+        larger than them). Called at each evaluation and, with the evaluation data's first
+        sample, at start-up."""
 
     def use_dataset(self, dataset, path: str, dataset_path: str) -> None:  # noqa: B027 (optional)
         """Adopt what the evaluation dataset says about its labels (class names); `path` is the
@@ -90,6 +97,25 @@ def fit_metrics_to_dataset(metrics: list, dataset, dataset_path: str) -> None:
     for i, metric in enumerate(metrics):
         if hasattr(metric, "use_dataset"):
             metric.use_dataset(dataset, f"metrics[{i}]", dataset_path)
+
+
+def check_metrics_fit_images(metrics: list, dataset, dataset_path: str) -> None:
+    """Refuse at start-up a metric that cannot evaluate images of the evaluation data's size (its
+    first sample's, after the pipeline), instead of at the first evaluation after an interval of
+    training. Reads that sample only when a metric has a size limit."""
+    limited = [(i, m) for i, m in enumerate(metrics)
+               if isinstance(m, Metric) and type(m).check_image_size is not Metric.check_image_size]
+    if not limited or len(dataset) == 0:
+        return
+    sample = dataset[0]
+    sizes = sorted({tuple(v.shape[-2:]) for v in sample.values() if isinstance(v, torch.Tensor) and v.ndim == 3})
+    for i, metric in limited:
+        for height, width in sizes:
+            try:
+                metric.check_image_size(height, width)
+            except ValueError as err:
+                raise ConfigError(f"metrics[{i}]: {err} ({dataset_path}[0] is {height}x{width} after its "
+                                  "pipeline)") from err
 
 
 def known_result_names(metrics: list[Metric]) -> list[str] | None:

@@ -146,12 +146,14 @@ class SWD(Metric):
             levels += 1
         return levels
 
+    def check_image_size(self, height: int, width: int) -> None:
+        if min(height, width) < self.min_resolution:
+            raise ValueError(f"SWD: images of {(height, width)} are smaller than min_resolution {self.min_resolution}")
+
     def update(self, outputs: dict[str, Any]) -> None:
         fake, real = _pair(outputs)
+        self.check_image_size(*real.shape[-2:])
         side = min(real.shape[-2:])
-        if side < self.min_resolution:
-            raise ValueError(f"SWD: images of {tuple(real.shape[-2:])} are smaller than min_resolution "
-                             f"{self.min_resolution}")
         levels = self.levels_for(side)
         # The same patch positions in the real and the fake images: less noise between runs.
         real_pyramid, fake_pyramid = laplacian_pyramid(real, levels), laplacian_pyramid(fake, levels)
@@ -224,13 +226,16 @@ class MSSSIMDiversity(Metric):
     def min_side(self) -> int:
         return next(side for side in range(1, 2**20) if self.fits(side))
 
+    def check_image_size(self, height: int, width: int) -> None:
+        if not self.fits(min(height, width)):
+            raise ValueError(f"MS-SSIM: images of {(height, width)} are too small for {len(self.betas)} scales with "
+                             f"sigma {self.sigma} (a {self.kernel_size}-pixel window): at least {self.min_side()} "
+                             "pixels a side; give fewer betas or a smaller sigma")
+
     def pairwise(self, images: torch.Tensor) -> torch.Tensor:
         from torchmetrics.functional.image import multiscale_structural_similarity_index_measure
 
-        if not self.fits(min(images.shape[-2:])):
-            raise ValueError(f"MS-SSIM: images of {tuple(images.shape[-2:])} are too small for {len(self.betas)} "
-                             f"scales with sigma {self.sigma} (a {self.kernel_size}-pixel window): at least "
-                             f"{self.min_side()} pixels a side; give fewer betas or a smaller sigma")
+        self.check_image_size(*images.shape[-2:])
         pairs = images.shape[0] // 2
         first, second = images[0:2 * pairs:2], images[1:2 * pairs:2]
         return multiscale_structural_similarity_index_measure(

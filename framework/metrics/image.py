@@ -120,9 +120,12 @@ class SSIM(_PerImageMean):
         gauss = gauss / gauss.sum()
         return (gauss[:, None] * gauss[None, :]).expand(channels, 1, -1, -1).contiguous()
 
+    def check_image_size(self, height: int, width: int) -> None:
+        if min(height, width) <= self.kernel_size // 2:  # reflection padding needs more
+            raise ValueError(f"images of {(height, width)} are smaller than the SSIM window {self.kernel_size}")
+
     def per_image(self, fake: torch.Tensor, real: torch.Tensor) -> torch.Tensor:
-        if min(real.shape[-2:]) <= self.kernel_size // 2:  # reflection padding needs more
-            raise ValueError(f"images of {tuple(real.shape[-2:])} are smaller than the SSIM window {self.kernel_size}")
+        self.check_image_size(*real.shape[-2:])
         channels = real.shape[1]
         window = self._window(channels, real.device)
         # One depthwise convolution computes the five local moments at once.
