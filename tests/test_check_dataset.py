@@ -9,6 +9,7 @@ from PIL import Image
 from framework.analysis.dataset_scan import class_totals, scan
 from framework.data.base import SegmentationDataset
 from framework.data.folder import read_index_mask
+from framework.errors import DataError
 from support import REPO, call_tool, run_tool
 
 CLASSES = ["background", "circle", "rectangle", "triangle"]
@@ -108,10 +109,12 @@ def test_every_problem_line_and_the_totals_of_the_readable_samples(tmp_path):
     rgba[..., 3] = 255
     rgba[:3] = (128, 0, 0, 255)  # the palette's colour of class 1, with an alpha channel
     Image.fromarray(rgba).save(root / "masks" / "s5.png")
+    (root / "masks" / "s0.png").write_bytes(b"not a png")
     result = call_tool("check_dataset", "--config", config, "--json", tmp_path / "report.json")
     assert result.returncode == 1
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["problems"] == [
+        f"{root}/masks/s0.png: cannot read mask (cannot identify image file '{root}/masks/s0.png')",
         f"{root}/images/s1.png: cannot read image (missing, corrupt or not an image)",
         f"{root}/masks/s2.png: mask values [7] outside [0, 4) (ignore_index 255)",
         f"{root}/masks/s3.png: RGB colour mask (2 colours); masks must hold class indices",
@@ -122,10 +125,10 @@ def test_every_problem_line_and_the_totals_of_the_readable_samples(tmp_path):
         f"  colours used: (0, 0, 0)=background, (128, 0, 0)=circle; convert with python tools/check_dataset.py "
         f"--config {config} --convert-rgb-masks DIR",
     ]
-    # s0, s1's mask (class 1 rows: its image is unreadable, its mask still counts), s2 (zeros and
-    # one 7), s4 (zeros); s3 and s5 are colour masks: every readable mask after the unreadable image
+    # s1's mask (class 1 rows: its image is unreadable, its mask still counts), s2 (zeros and one
+    # 7), s4 (zeros); s0's mask is unreadable, s3 and s5 are colour masks
     images = {row["class"]: row["images"] for row in report["classes"]}
-    assert images == {"background": 4, "circle": 1, "rectangle": 0, "triangle": 0}
+    assert images == {"background": 3, "circle": 1, "rectangle": 0, "triangle": 0}
 
 
 class _GeneratedMasks(SegmentationDataset):
@@ -139,14 +142,17 @@ class _GeneratedMasks(SegmentationDataset):
         return len(self.masks)
 
     def load_sample(self, index):
+        if self.masks[index] is None:
+            raise DataError(f"generated sample {index} failed")
         return np.zeros((*self.masks[index].shape, 3), np.uint8), self.masks[index], f"g{index}"
 
 
 def test_generated_samples_report_values_below_zero_and_one_past_the_last_class():
     masks = [np.array([[0, 3], [-1, 1]], np.int64), np.array([[255, 255], [255, 255]], np.int64),
-             np.array([[2, 0], [0, 0]], np.int64)]
+             np.array([[2, 0], [0, 0]], np.int64), None]
     records = scan(_GeneratedMasks(masks))
-    assert [r.name for r in records] == ["0", "1", "2"]
+    assert [r.name for r in records] == ["0", "1", "2", "3"]
+    assert records[3].problems == ["generated sample 3 failed"] and records[3].counts is None
     assert records[0].problems == ["_GeneratedMasks[0]: mask values [3, -1] outside [0, 3) (ignore_index 255)"]
     assert records[1].problems == ["_GeneratedMasks[1]: every pixel is ignore_index 255: the sample adds nothing to "
                                    "the loss or the metrics"]

@@ -69,14 +69,14 @@ def test_a_file_neither_library_reads_as_8_bit_rgb_is_one_data_error(tmp_path):
         read_rgb_image(str(tmp_path / "nowhere.png"))
 
 
-def make_folder(root, orientation, mask_shape, size=(24, 32), name="photo", grey=False):
-    """One sample: a `size` JPEG of noise (`grey`: one grey) stored with `orientation`, and a mask
-    of `mask_shape` whose top-left quarter (as its rows and columns lie) is class 1."""
+def make_folder(root, orientation, mask_shape, size=(24, 32), name="photo", uniform=False):
+    """One sample: a `size` JPEG of noise (`uniform`: of one colour) stored with `orientation`, and
+    a mask of `mask_shape` whose top-left quarter (as its rows and columns lie) is class 1."""
     (root / "images").mkdir(parents=True, exist_ok=True)
     (root / "masks").mkdir(exist_ok=True)
     pixels = np.random.default_rng(orientation).integers(0, 256, (*size, 3), dtype=np.uint8)
-    if grey:
-        pixels[:] = 90
+    if uniform:
+        pixels[:] = (200, 30, 30)
     write_oriented(root / "images" / f"{name}.jpg", pixels, orientation)
     mask = np.zeros(mask_shape, np.uint8)
     mask[: mask_shape[0] // 2, : mask_shape[1] // 2] = 1
@@ -115,7 +115,7 @@ def test_check_dataset_notes_turned_images_and_names_a_mask_on_stored_pixels(tmp
     make_folder(tmp_path, 8, (32, 24), name="b")  # turned by 90 degrees, the mask drawn as shown
     make_folder(tmp_path, 2, (24, 32), size=(24, 32), name="c")  # mirrored
     make_folder(tmp_path, 1, (24, 32), name="d")  # no orientation
-    make_folder(tmp_path, 3, (24, 32), name="f", grey=True)  # turned 180 degrees, and the same either way
+    make_folder(tmp_path, 3, (24, 32), name="f", uniform=True)  # turned 180 degrees, and the same either way
     config = tmp_path / "config.yaml"
     config.write_text(f"_base_: {REPO}/configs/segmentation/unet_shapes.yaml\n"
                       f"data:\n  train:\n    dataset: {{type: ImageMaskFolder, root: {tmp_path}, "
