@@ -1,6 +1,7 @@
 """The data layer: registered transforms, SyntheticShapes, folder datasets, mask checks, seeding."""
 
 import pickle
+import random
 import re
 
 import albumentations as A
@@ -442,3 +443,28 @@ def test_numpy_drawn_augmentations_are_reproducible_per_sample_and_seed():
     dataset = _ArrayDataset(image, np.zeros((8, 8), np.uint8), pipeline=[{"type": "GaussNoise", "p": 1.0}])
     first, again, other = dataset[(0, 5)]["image"], dataset[(0, 5)]["image"], dataset[(0, 6)]["image"]
     assert torch.equal(first, again) and not torch.equal(first, other) and not torch.equal(first, torch.full_like(first, 128))
+
+
+def test_sample_streams_are_splitmix64_and_pin_both_generators():
+    """The per-sample streams are part of exact resume (a checkpoint of 0.2.0 resumes bit for bit):
+    mix64 over a splitmix64 counter gives the published splitmix64 outputs (Vigna's reference,
+    seeds 0 and 1234567); each sample's numpy PCG64 and Python generators start from its words."""
+    from framework.data.base import mix64, stream_words
+
+    def splitmix64(state, count):
+        for _ in range(count):
+            state = (state + 0x9E3779B97F4A7C15) % 2**64
+            yield mix64(state)
+
+    assert [hex(v) for v in splitmix64(0, 3)] == ["0xe220a8397b1dcdaf", "0x6e789e6aa1b965f4", "0x6c45d188009454f"]
+    assert list(splitmix64(1234567, 5)) == [6457827717110365317, 3203168211198807973, 9817491932198370423,
+                                            4593380528125082431, 16408922859458223821]
+    words = stream_words(11, 3, 5)
+    assert words == list(splitmix64(mix64(mix64(11) ^ 3), 5)) and words != stream_words(11, 4, 5) != stream_words(12, 3, 5)
+    dataset = _ArrayDataset(np.zeros((4, 4, 3), np.uint8), np.zeros((4, 4), np.uint8), pipeline=[{"type": "HorizontalFlip"}])
+    dataset._reseed(3, 11)  # what dataset[(3, 11)] does before its pipeline draws
+    numpy_random, python_random = dataset._random_streams
+    assert numpy_random.bit_generator.state["state"] == {"state": words[0] << 64 | words[1],
+                                                          "inc": words[2] << 64 | words[3] | 1}
+    assert numpy_random.bit_generator.state["has_uint32"] == 0
+    assert python_random.getstate() == random.Random(words[4]).getstate()
