@@ -53,6 +53,7 @@ def test_counts_come_from_the_raw_masks_and_are_cached(tmp_path):
     assert pixels.tolist() == np.bincount(np.concatenate([m.ravel() for m in masks]), minlength=4).tolist()
     assert image_pixels[0] == 5 * 32 * 32
     cache = json.loads((tmp_path / CACHE_NAME).read_text())
+    assert cache["pixels"] == pixels.tolist() and cache["image_pixels"] == image_pixels.tolist()
     cache["pixels"] = [1, 1, 1, 1]  # a cached count is read back, not recounted
     (tmp_path / CACHE_NAME).write_text(json.dumps(cache))
     assert class_pixel_counts(dataset, str(tmp_path), {"type": "SyntheticShapes"})[0].tolist() == [1, 1, 1, 1]
