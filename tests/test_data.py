@@ -468,3 +468,18 @@ def test_sample_streams_are_splitmix64_and_pin_both_generators():
                                                           "inc": words[2] << 64 | words[3] | 1}
     assert numpy_random.bit_generator.state["has_uint32"] == 0
     assert python_random.getstate() == random.Random(words[4]).getstate()
+
+
+def test_a_gan_dataset_turning_images_into_floats_is_named_too():
+    """Image datasets have no `channels`: the same message, not an AttributeError."""
+    from framework.data.images import PairedImageDataset
+
+    class Pairs(PairedImageDataset):
+        def __len__(self):
+            return 1
+
+        def load_pair(self, index):
+            return np.zeros((4, 4, 3), np.uint8), np.zeros((4, 4, 3), np.uint8), "p"
+
+    with pytest.raises(ConfigError, match=r"^the pipeline of Pairs turned the image into torch.float32; keep it uint8"):
+        Pairs(pipeline=[{"type": "ToFloat"}])[0]
