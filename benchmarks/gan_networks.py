@@ -4,6 +4,11 @@ machine's CPU. A measurement, not a test; the medians behind the configs' norm a
 channels_last choices.
 
     python benchmarks/gan_networks.py [--steps 25] [--rounds 2]
+    python benchmarks/gan_networks.py --bf16-split [--rounds 12]   # pix2pix: bf16 on G, on D, on both
+
+`--bf16-split` times the shipped pix2pix pair (norm in) in float32 and with bfloat16 autocast on
+the generator only, the discriminator only and both, round after round in one process, and
+prints each variant's median ratio to float32 over the rounds: which network bf16 pays on.
 """
 
 import argparse
@@ -30,10 +35,10 @@ def networks(kind: str, norm: str | None):
 
 
 def step_ms(kind: str, norm: str | None, channels_last: bool, steps: int, bf16: bool = False,
-            after_warmup=lambda: None) -> float:
-    """Median ms per G+D step after 5 warm-up steps; `bf16`: the forward passes under bfloat16
-    autocast (losses in float32, as the framework's GAN step); `after_warmup` is called once the
-    5 warm-up steps are done."""
+            after_warmup=lambda: None, bf16_networks: tuple[str, ...] = ("G", "D")) -> float:
+    """Median ms per G+D step after 5 warm-up steps; `bf16`: the forward passes of
+    `bf16_networks` under bfloat16 autocast (losses in float32, as the framework's GAN step);
+    `after_warmup` is called once the 5 warm-up steps are done."""
     torch.manual_seed(0)
     G, D, x, y = networks(kind, norm)
     if channels_last:
@@ -44,18 +49,19 @@ def step_ms(kind: str, norm: str | None, channels_last: bool, steps: int, bf16: 
     condition = (lambda image: torch.cat([x, image], 1)) if kind == "pix2pix" else (lambda image: image)
     opt_g = torch.optim.Adam(G.parameters(), 2e-4, betas=(0.5, 0.999))
     opt_d = torch.optim.Adam(D.parameters(), 2e-4, betas=(0.5, 0.999))
-    autocast = lambda: torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16)  # noqa: E731
+    autocast = lambda net: torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16 and net in bf16_networks)  # noqa: E731
     times = []
     for step in range(steps):
         if step == 5:
             after_warmup()
         start = time.perf_counter()
-        with autocast():
+        with autocast("G"):
             fake = G(x)
+        with autocast("D"):
             real_logits, fake_logits = D(condition(y)).float(), D(condition(fake.detach())).float()
         loss_d = F.softplus(-real_logits).mean() + F.softplus(fake_logits).mean()
         opt_d.zero_grad(set_to_none=True), loss_d.backward(), opt_d.step()
-        with autocast():
+        with autocast("D"):
             logits = D(condition(fake)).float()
         fake = fake.float()
         loss_g = F.softplus(-logits).mean() + (100 * (fake - y).abs().mean() if kind == "pix2pix" else 0)
@@ -64,11 +70,26 @@ def step_ms(kind: str, norm: str | None, channels_last: bool, steps: int, bf16: 
     return statistics.median(times[5:]) * 1000
 
 
+def bf16_split(steps: int, rounds: int) -> None:
+    variants = {"float32": (), "bf16 G only": ("G",), "bf16 D only": ("D",), "bf16 G and D": ("G", "D")}
+    times = {name: [] for name in variants}
+    for _ in range(rounds + 1):  # the first round warms the machine and the allocator up
+        for name, networks in variants.items():
+            times[name].append(step_ms("pix2pix", "in", False, steps, bf16=bool(networks), bf16_networks=networks))
+    for name in variants:
+        ratios = [t / f for t, f in zip(times[name][1:], times["float32"][1:])]
+        print(f"pix2pix {name:13s} {statistics.median(times[name][1:]):6.2f} ms per G+D step, "
+              f"x{statistics.median(ratios):.3f} of float32 (rounds {min(ratios):.3f} to {max(ratios):.3f})")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=25)
     parser.add_argument("--rounds", type=int, default=2, help="alternated rounds; the last is printed")
+    parser.add_argument("--bf16-split", action="store_true", help="pix2pix: bf16 autocast on G, on D, on both")
     args = parser.parse_args()
+    if args.bf16_split:
+        return bf16_split(args.steps, args.rounds)
     variants = [("pix2pix", n, cl) for n in ("bn", "in", "in_affine") for cl in (False, True)]
     variants += [("dcgan", None, cl) for cl in (False, True)]
     for _ in range(args.rounds):  # the first round warms the machine and the allocator up
