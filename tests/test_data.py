@@ -12,7 +12,15 @@ import torch
 from PIL import Image
 
 import framework  # noqa: F401  (fills the registries)
-from framework.data import ImageMaskFolder, SegmentationDataset, SyntheticShapes, VOCSegmentation, build_pipeline
+from framework.data import (
+    ImageDataset,
+    ImageMaskFolder,
+    PairedImageDataset,
+    SegmentationDataset,
+    SyntheticShapes,
+    VOCSegmentation,
+    build_pipeline,
+)
 from framework.errors import ConfigError, DataError
 from framework.registry import DATASETS, TRANSFORMS
 
@@ -483,3 +491,57 @@ def test_a_gan_dataset_turning_images_into_floats_is_named_too():
 
     with pytest.raises(ConfigError, match=r"^the pipeline of Pairs turned the image into torch.float32; keep it uint8"):
         Pairs(pipeline=[{"type": "ToFloat"}])[0]
+
+
+class _Pairs(PairedImageDataset):
+    def __init__(self, source, target, **kwargs):
+        super().__init__(**kwargs)
+        self.source, self.target = source, target
+
+    def __len__(self):
+        return 1
+
+    def load_pair(self, index):
+        return self.source, self.target, "pair"
+
+
+class _Images(ImageDataset):
+    def __init__(self, image, **kwargs):
+        super().__init__(**kwargs)
+        self.image = image
+
+    def __len__(self):
+        return 1
+
+    def load_image(self, index):
+        return self.image, "single"
+
+
+def test_gan_datasets_are_reseeded_per_sample_and_augment_both_halves_alike():
+    """Given the training sampler's (index, seed), the same augmentation again for the same pair
+    and seed, and the target flipped with its input; a single image's noise reseeded too."""
+    source = np.random.default_rng(0).integers(0, 256, (8, 8, 3), dtype=np.uint8)
+    pipeline = [{"type": "HorizontalFlip", "p": 0.5}, {"type": "GaussNoise", "p": 1.0}]
+    pairs = _Pairs(source, source.copy(), pipeline=[pipeline[0]])
+    flips = {seed: torch.equal(pairs[(0, seed)]["input"], torch.from_numpy(source[:, ::-1].copy()).permute(2, 0, 1))
+             for seed in range(12)}
+    assert set(flips.values()) == {True, False}  # some seeds flip, some do not
+    for seed in range(12):
+        sample = pairs[(0, seed)]
+        assert sample["index"] == 0 and torch.equal(sample["input"], sample["target"])  # flipped together
+        assert flips[seed] == torch.equal(sample["input"], torch.from_numpy(source[:, ::-1].copy()).permute(2, 0, 1))
+    noisy = _Images(source, pipeline=pipeline)
+    assert torch.equal(noisy[(0, 3)]["image"], noisy[(0, 3)]["image"]) and noisy[(0, 3)]["index"] == 0
+    assert not torch.equal(noisy[(0, 3)]["image"], noisy[(0, 4)]["image"])
+
+
+def test_gan_datasets_name_what_is_wrong_with_an_image():
+    rgb = np.zeros((4, 6, 3), np.uint8)
+    with pytest.raises(DataError, match=r"^pair \(input\): expected an HxWx3 uint8 image, got float32 \(4, 6, 3\)$"):
+        _Pairs(rgb.astype(np.float32), rgb)[0]  # the dtype alone
+    with pytest.raises(DataError, match=r"^pair \(target\): expected an HxWx3 uint8 image, got uint8 \(4, 6, 4\)$"):
+        _Pairs(rgb, np.zeros((4, 6, 4), np.uint8))[0]  # the channels alone
+    with pytest.raises(DataError, match=r"^pair: input is 4x6 but its target is 5x7$"):
+        _Pairs(rgb, np.zeros((5, 7, 3), np.uint8))[0]
+    with pytest.raises(DataError, match=r"^single: expected an HxWx3 uint8 image, got uint8 \(4, 6\)$"):
+        _Images(np.zeros((4, 6), np.uint8))[0]
