@@ -87,3 +87,19 @@ def test_gan_health_warns_once_when_d_wins_or_outputs_collapse_for_a_window():
     assert health.check(healthy) == []
     assert [len(health.check(collapsed)) for _ in range(4)] == [0, 0, 1, 0]
     assert GANHealth(watch_d_loss=False, window=1).check(d_wins) == []  # wgan-gp's critic loss is unbounded
+
+
+def test_gan_health_defaults_floors_and_whole_messages():
+    """Floors 0.01, a window of 3 log intervals; the floor itself is no alarm; without logits
+    the message says nan."""
+    at_floor, below = {"loss_d": 0.01, "fake_spread": 0.01}, {"loss_d": 0.0099, "fake_spread": 0.0099}
+    health = GANHealth()
+    assert [health.check(at_floor) for _ in range(4)] == [[], [], [], []]
+    health = GANHealth()  # a fresh run whose first intervals already collapse: warned at the third
+    warned = [health.check(below) for _ in range(3)]
+    assert warned[:2] == [[], []] and warned[2] == [
+        "warning: the discriminator wins outright: loss_d 9.90e-03 < 0.01 for 3 log intervals (D logits real nan, "
+        "fake nan); the generator gets no useful gradient. Lower D's learning rate, raise d_weight's counterpart "
+        "adv_weight, or add noise/dropout to D",
+        "warning: the generator's outputs collapse: fake_spread 9.90e-03 < 0.01 across the batch for 3 log intervals "
+        "(mode collapse)"]

@@ -85,6 +85,7 @@ MODULES: dict[str, tuple[str, list[str]]] = {
         "tests/test_class_weights.py", "tests/test_check_dataset.py", "-k", "not training and not every_rank"]),
     "data.images": ("framework/data/images.py", ["tests/test_data.py", "projects/pix2pix/tests",
                                                  "projects/dcgan/tests"]),
+    "tasks.gan_health": ("framework/tasks/gan_health.py", ["tests/test_tensorboard.py", "-k", "gan_health"]),
     "config.rules": ("framework/config/rules.py", ["tests/test_config_ranges.py", "tests/test_config.py",
                                                    "-k", "not refuses_clip_grad"]),
     "config.loading": ("framework/config/loading.py", ["tests/test_config.py", "tests/test_config_ranges.py",
