@@ -311,6 +311,8 @@ def test_the_first_sample_is_read_only_for_a_metric_with_a_size_limit_and_every_
     assert reads == []  # no limit: nothing read
     check_metrics_fit_images([METRICS.build({"type": "SWD", "min_resolution": 16})], _Sized(reads), "data.val.dataset")
     assert reads == [0]  # both images at least 16 a side; the 8x8 mask is no image
+    tuples = [(torch.zeros(3, 4, 4), torch.zeros(4, 4))]  # a custom dataset of tuples: left to the evaluation
+    check_metrics_fit_images([METRICS.build({"type": "SWD", "min_resolution": 16})], tuples, "data.val.dataset")
     with pytest.raises(ConfigError, match=r"^metrics\[1\]: SWD: images of \(16, 50\) are smaller than min_resolution "
                                           r"17 \(data\.val\.dataset\[0\] is 16x50 after its pipeline\)$"):
         check_metrics_fit_images([METRICS.build({"type": "PSNR"}), METRICS.build({"type": "SWD", "min_resolution": 17})],

@@ -108,6 +108,8 @@ def check_metrics_fit_images(metrics: list, dataset, dataset_path: str) -> None:
     if not limited or len(dataset) == 0:
         return
     sample = dataset[0]
+    if not isinstance(sample, dict):  # a custom dataset's own sample format: checked at evaluation
+        return
     sizes = sorted({tuple(v.shape[-2:]) for v in sample.values() if isinstance(v, torch.Tensor) and v.ndim == 3})
     for i, metric in limited:
         for height, width in sizes:
