@@ -17,7 +17,7 @@ import torch
 from PIL import Image
 
 from framework.data.base import SegmentationDataset
-from framework.data.folder import exif_orientation, exif_size_hint, read_rgb_image
+from framework.data.folder import exif_orientation, read_rgb_image
 from framework.errors import DataError
 
 
@@ -99,7 +99,7 @@ def inspect_sample(dataset: SegmentationDataset, index: int) -> SampleRecord:
         record.problems.append(f"{where}: RGB colour mask ({len(colours)} colours); masks must hold class indices")
         return record
     if image is not None and mask.shape != image.shape[:2]:
-        hint = exif_size_hint(dataset.image_path(index), image.shape[:2], mask.shape) if record.orientation != 1 else ""
+        hint = dataset.size_mismatch_hint(index, image, mask)  # the dataset's own, as in training
         record.problems.append(f"{where}: mask is {mask.shape[0]}x{mask.shape[1]} "
                                f"but its image is {image.shape[0]}x{image.shape[1]}{hint}")
     values = np.bincount(mask.ravel().astype(np.int64).clip(0), minlength=dataset.num_classes)

@@ -34,7 +34,7 @@ IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff")
 MAX_NAMES_IN_MESSAGE = 5
 
 
-# Pillow modes whose RGB conversion keeps the picture (8 bits per channel): the fallback reader's
+# Pillow modes whose RGB conversion keeps the picture (8 bits per channel): what the fallback reads
 EIGHT_BIT_MODES = ("1", "L", "LA", "P", "PA", "RGB", "RGBA", "RGBX", "CMYK", "YCbCr")
 EXIF_ORIENTATION_TAG = 0x0112
 ORIENTATIONS = {  # how the stored pixels are shown, for EXIF orientations 2-8
