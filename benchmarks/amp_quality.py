@@ -1,6 +1,6 @@
 """Does bfloat16 autocast train as well as float32? Final quality at equal iterations, several
 seeds, for the shipped configs. A measurement, not a test: the evidence behind `amp.enabled`'s
-default (framework/engine/precision.py).
+default (framework/runtime/precision.py).
 
     python benchmarks/amp_quality.py                        # every case, seeds 0 1 2 (~1 h on 2 cores)
     python benchmarks/amp_quality.py --cases pix2pix --seeds 0 1
@@ -109,7 +109,7 @@ def main() -> None:
     args = parser.parse_args()
     import torch
 
-    from framework.engine.precision import cpu_flags, native_bf16
+    from framework.runtime.precision import cpu_flags, native_bf16
 
     results = {"date": time.strftime("%Y-%m-%d %H:%M"), "cores": len(os.sched_getaffinity(0)),
                "native_bf16": native_bf16(torch.device("cpu")),

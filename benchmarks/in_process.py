@@ -64,7 +64,7 @@ def build_quiet_trainer(config: Path, overrides: list[str], work_dir: str):
     (`time_framework` raises it block by block)."""
     from framework.config import load_config
     from framework.engine.build import build_trainer
-    from framework.engine.cli import setup_logging
+    from framework.runtime.cli import setup_logging
 
     cfg = load_config(config, overrides)
     setup_logging(None)

@@ -128,7 +128,7 @@ def write_configs(folder: Path, voc: Path, pairs: Path, iters: dict, device: str
 
 def variants(case: str, config: Path, data_root: Path, iters: int, work: Path, isa: str,
              device: str = "cpu") -> dict[str, list[str]]:
-    from framework.engine.precision import cpu_has_native_bf16
+    from framework.runtime.precision import cpu_has_native_bf16
 
     plain = [*ISA_ENV[isa], sys.executable, str(REPO / f"benchmarks/plain/{case}.py"), str(data_root), "--iters", str(iters),
              "--window", str(WINDOW), "--out", str(work / f"plain_{case}.pth"), "--device", device]
@@ -140,7 +140,7 @@ def variants(case: str, config: Path, data_root: Path, iters: int, work: Path, i
                 "framework, shipped defaults": train, "framework, float32 (amp off)": [*train, "amp.enabled=false"]}
     # The framework sets glibc's malloc thresholds (malloc_tuning); the same plain script with
     # those two settings as environment variables shows how much of a difference that is.
-    from framework.engine.malloc import MMAP_THRESHOLD, TRIM_THRESHOLD
+    from framework.runtime.malloc import MMAP_THRESHOLD, TRIM_THRESHOLD
 
     tuned_env = ["env", f"MALLOC_MMAP_THRESHOLD_={MMAP_THRESHOLD}", f"MALLOC_TRIM_THRESHOLD_={TRIM_THRESHOLD}"]
     commands = {

@@ -137,7 +137,7 @@ def component_defaults() -> dict[str, dict]:
     """Defaults that live with the components a section configures (imports torch)."""
     import torch
 
-    from framework.checkpoint.partial_load import LoadSpec
+    from framework.weights.partial_load import LoadSpec
     from framework.data.loader import LOADER_KEYS
 
     clip = inspect.signature(torch.nn.utils.clip_grad_norm_).parameters
@@ -153,7 +153,7 @@ def meanings() -> dict[str, str]:
              source_comments(ROOT / "framework/config/schema.py", "DEFAULTS").items()}
     found.update({f"data.train.{k}": v for k, v in
                   source_comments(ROOT / "framework/data/loader.py", "LOADER_KEYS").items()})
-    spec = inspect.getsource(__import__("framework.checkpoint.partial_load", fromlist=["LoadSpec"]).LoadSpec)
+    spec = inspect.getsource(__import__("framework.weights.partial_load", fromlist=["LoadSpec"]).LoadSpec)
     for line in spec.splitlines():
         if ":" in line and "#" in line and "=" in line:
             found[f"load_from.{line.split(':')[0].strip()}"] = line.split("#", 1)[1].strip()

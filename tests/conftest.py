@@ -74,7 +74,7 @@ def dcgan_run(tmp_path_factory) -> Run:
 @pytest.fixture
 def framework_log(caplog):
     """caplog holding the `framework` logger's records from INFO up: that logger does not propagate
-    to pytest's root handler once a tool in this process has set up logging (engine/cli.py)."""
+    to pytest's root handler once a tool in this process has set up logging (runtime/cli.py)."""
     logger = logging.getLogger("framework")
     caplog.set_level(logging.INFO, logger="framework")
     propagate, logger.propagate = logger.propagate, False  # each record once, through caplog's handler

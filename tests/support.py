@@ -30,7 +30,7 @@ def named(name: str):
 def call_tool(tool: str, *args) -> subprocess.CompletedProcess:
     """Run tools/<tool>.py's main in this process, as `run_tool` would in a new one, without the
     interpreter and import start-up (seconds on a busy 2-core machine)."""
-    from framework.engine.cli import run
+    from framework.runtime.cli import run
 
     spec = importlib.util.spec_from_file_location(f"tools_{tool}", REPO / "tools" / f"{tool}.py")
     module = importlib.util.module_from_spec(spec)

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from framework.engine.compile import compile_settings
+from framework.runtime.compile import compile_settings
 from framework.errors import ConfigError
 from support import REPO, TINY_UNET, call_tool
 

@@ -17,7 +17,8 @@ LAYERS = [
     {"analysis"},
     {"tasks"},
     {"dist"},
-    {"optim", "checkpoint"},
+    {"optim", "checkpoint", "weights"},
+    {"runtime"},
     {"engine"},
     {"projects"},  # framework never imports projects
 ]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from framework.engine.malloc import _glibc, tune_malloc
+from framework.runtime.malloc import _glibc, tune_malloc
 
 REPO = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux") or _glibc() is None, reason="glibc only")
@@ -17,7 +17,7 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux") or _glibc()
 # threshold, so from the heap), written, then all freed. Prints the page faults of rounds 2-10.
 CHURN = """
 import ctypes, resource, sys
-from framework.engine.malloc import tune_malloc
+from framework.runtime.malloc import tune_malloc
 print("tuned" if tune_malloc(sys.argv[1] == "on") else "untouched", file=sys.stderr)
 libc = ctypes.CDLL("libc.so.6")
 libc.malloc.restype, libc.malloc.argtypes, libc.free.argtypes = ctypes.c_void_p, [ctypes.c_size_t], [ctypes.c_void_p]

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from framework.config import load_config
-from framework.engine.precision import describe_memory_format, use_channels_last
+from framework.runtime.precision import describe_memory_format, use_channels_last
 from support import REPO, TINY_SEGMENTATION, call_tool
 
 CPU = torch.device("cpu")

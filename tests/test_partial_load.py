@@ -1,6 +1,6 @@
-"""framework/checkpoint/partial_load.py on tiny modules: the exact report of a load (which file
+"""framework/weights/partial_load.py on tiny modules: the exact report of a load (which file
 tensor went where, and why the others did not), its texts, and the errors with their messages.
-Written against the survivors of `python tests/scripts/mutation.py checkpoint.partial_load`."""
+Written against the survivors of `python tests/scripts/mutation.py weights.partial_load`."""
 
 import re
 from pathlib import Path
@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch import nn
 
-from framework.checkpoint.partial_load import LoadSpec, load_into, match_weights, weights_in_file
+from framework.weights.partial_load import LoadSpec, load_into, match_weights, weights_in_file
 from framework.errors import CheckpointError, ConfigError
 
 

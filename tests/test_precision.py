@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from framework.config import load_config
-from framework.engine.precision import autocast_dtype, cpu_flags, describe, native_bf16
+from framework.runtime.precision import autocast_dtype, cpu_flags, describe, native_bf16
 from support import REPO, TINY_SEGMENTATION, call_tool
 
 CPU = torch.device("cpu")
@@ -67,7 +67,7 @@ def test_a_run_logs_the_precision_it_chose(tmp_path):
 ], ids=["auto_bf16", "auto_float32", "off", "off_on_a_bf16_cpu", "float16", "bfloat16"])
 def test_the_precision_line_and_the_hint_only_where_amp_is_off_on_a_bf16_cpu(monkeypatch, amp, dtype, flags, line):
     # issue 25: where bf16 is not the choice on a CPU that has it, one line says what it would gain
-    import framework.engine.precision as precision
+    import framework.runtime.precision as precision
 
     monkeypatch.setattr(precision, "cpu_flags", lambda cpuinfo=None: flags)
     monkeypatch.delenv("ONEDNN_MAX_CPU_ISA", raising=False)

@@ -9,7 +9,7 @@ import torch
 from safetensors.torch import save_file
 from torch import nn
 
-from framework.checkpoint.partial_load import LoadSpec, load_into
+from framework.weights.partial_load import LoadSpec, load_into
 from framework.engine.evaluation import evaluate
 from framework.engine.network_settings import configured_networks, freeze_and_keep_eval
 from framework.engine.pretrained import load_pretrained

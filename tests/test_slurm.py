@@ -164,7 +164,7 @@ def test_a_requeued_job_takes_over_its_earlier_lock_from_another_node(tmp_path, 
     (same job, a higher SLURM_RESTART_COUNT) takes it over; a lock of the same attempt is refused."""
     import json
 
-    from framework.engine.workdir import claim_work_dir
+    from framework.runtime.workdir import claim_work_dir
 
     (tmp_path / ".lock").write_text(json.dumps({"pid": 1, "host": "gpu07", "started": "earlier",
                                                 "slurm_job": "123456", "slurm_restart": 0}))

@@ -131,7 +131,7 @@ def test_without_timm_the_error_names_the_extra(monkeypatch):
 
 
 def test_timm_weights_only_at_a_url_come_from_the_torch_hub_cache(tmp_path, monkeypatch):
-    from framework.checkpoint.encoder_weights import timm_weights_file
+    from framework.weights.encoder_weights import timm_weights_file
 
     monkeypatch.setenv("TORCH_HOME", str(tmp_path / "torch"))
     folder = tmp_path / "torch" / "hub" / "checkpoints"

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from framework.checkpoint import files as ckpt
-from framework.engine.workdir import _refuse_if_locked
+from framework.runtime.workdir import _refuse_if_locked
 from framework.errors import ConfigError
 from support import REPO, TINY_UNET, call_tool, fork_tool, run_forked_tool
 

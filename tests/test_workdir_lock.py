@@ -1,4 +1,4 @@
-"""The work-dir claim (framework/engine/workdir.py) called directly, with real processes and files:
+"""The work-dir claim (framework/runtime/workdir.py) called directly, with real processes and files:
 the lock's content and removal, busy/stale/foreign/unreadable locks, a folder holding a run,
 --overwrite, and the other ranks writing nothing. (End to end through tools/train.py:
 tests/test_workdir.py.)"""
@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from framework.engine.workdir import LOCK_FILE, claim_work_dir, leftover_files, run_files
+from framework.runtime.workdir import LOCK_FILE, claim_work_dir, leftover_files, run_files
 from framework.errors import ConfigError
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from framework.analysis.model_stats import human, module_rows, task_examples
 from framework.config.rules import integer
-from framework.engine.cli import check_options, run
+from framework.runtime.cli import check_options, run
 from framework.engine.trained import load_trained_task
 
 

@@ -19,7 +19,7 @@ import torch
 from framework.config import import_custom_modules, load_config, to_plain
 from framework.config.rules import integer
 from framework.data.loader import build_dataloader
-from framework.engine.cli import check_options, run
+from framework.runtime.cli import check_options, run
 from framework.errors import ConfigError
 from framework.visualization.masks import overlay, write_rgb
 from framework.visualization.palette import colorize

@@ -26,8 +26,8 @@ import sys
 from pathlib import Path
 
 from framework.config.rules import integer, number
-from framework.engine.cli import check_options as check_options_against
-from framework.engine.cli import run
+from framework.runtime.cli import check_options as check_options_against
+from framework.runtime.cli import run
 from framework.engine.trained import load_trained_task
 from framework.inference.export import FORMATS, deployable, example_inputs, export, max_difference, require_onnx
 from framework.inference.generator import choose_direction

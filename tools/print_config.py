@@ -10,7 +10,7 @@ import sys
 from omegaconf import OmegaConf
 
 from framework.config import load_config, save_config
-from framework.engine.cli import run
+from framework.runtime.cli import run
 
 
 def parse_args() -> argparse.ArgumentParser:

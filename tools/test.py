@@ -15,7 +15,7 @@ from framework.checkpoint import files as ckpt
 from framework.config import default_work_dir, import_custom_modules, load_config, to_plain
 from framework.data.loader import build_dataloader
 from framework.engine.build import build_metrics, build_task, select_device
-from framework.engine.cli import exit_process, pause_collector_for_startup, run, setup_logging, startup_done
+from framework.runtime.cli import exit_process, pause_collector_for_startup, run, setup_logging, startup_done
 from framework.engine.evaluation import evaluate
 from framework.engine.nonfinite import refuse_nonfinite_weights
 from framework.errors import ConfigError

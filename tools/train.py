@@ -20,7 +20,7 @@ import os
 # Only what reads and validates the config is imported up front (no torch): `--help` and a
 # config mistake answer in well under two seconds. torch comes with the engine, in main().
 from framework.config import default_work_dir, load_config
-from framework.engine.cli import (
+from framework.runtime.cli import (
     exit_process,
     log_file_only,
     pause_collector_for_startup,
@@ -58,7 +58,7 @@ def main(args: argparse.Namespace) -> int:
     from framework.dist import destroy_distributed, init_distributed, is_main
     from framework.engine.build import build_trainer, select_device
     from framework.engine.resume import auto_resume_enabled
-    from framework.engine.workdir import claim_work_dir
+    from framework.runtime.workdir import claim_work_dir
 
     resuming = bool(args.resume) or auto_resume_enabled(cfg.auto_resume)
     trainer = None
@@ -96,7 +96,7 @@ def entry() -> int:
     if "TORCHELASTIC_RUN_ID" in os.environ:  # under torchrun: the failing rank's error goes in its summary
         from torch.distributed.elastic.multiprocessing.errors import record
 
-        from framework.engine.cli import write_torchelastic_error_file
+        from framework.runtime.cli import write_torchelastic_error_file
 
         return record(run)(main, parse_args(), on_error=write_torchelastic_error_file)
     return run(main, parse_args())

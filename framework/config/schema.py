@@ -46,11 +46,11 @@ DEFAULTS: dict[str, Any] = {
     "hooks": [],  # extra hooks: [{type: MyHook, ...}]
     "loggers": ["tensorboard"],  # where scalars/images/hparams go: tensorboard, csv, mlflow (names or nodes)
     "sync_bn": False,  # BatchNorm statistics over all processes (multi-process runs only)
-    "channels_last": False,  # NHWC memory format for the task's networks; auto: NHWC on AVX-512 CPUs and tensor-core GPUs (engine/precision.py)
-    "malloc_tuning": True,  # glibc: keep freed host memory for the next step (framework/engine/malloc.py)
+    "channels_last": False,  # NHWC memory format for the task's networks; auto: NHWC on AVX-512 CPUs and tensor-core GPUs (runtime/precision.py)
+    "malloc_tuning": True,  # glibc: keep freed host memory for the next step (framework/runtime/malloc.py)
     "compile": False,  # torch.compile each trainable network: true, or {backend, mode, dynamic, fullgraph, options}
     "amp": {
-        # auto: bfloat16 autocast where the CPU/GPU computes it natively, float32 elsewhere (engine/precision.py);
+        # auto: bfloat16 autocast where the CPU/GPU computes it natively, float32 elsewhere (runtime/precision.py);
         # true: always, in `dtype`; false: float32
         "enabled": "auto",
         "dtype": "float16",  # with enabled true: float16 (with a GradScaler) or bfloat16 (no scaler; works on CPU)

@@ -2,14 +2,13 @@
 
 Owns: `Trainer` (`trainer.py`: the loop and the hook order), the build order of a run
 (`build.py`), hooks (`hooks/`), resume (`resume.py`), stop signals (`stop.py`), evaluation
-(`evaluation.py`), the work-dir lock (`workdir.py`), the non-finite guard (`nonfinite.py`),
-random states (`random_state.py`), what is loaded before training (`pretrained.py`), a trained
-task for the tools (`trained.py`), per-network settings (`network_settings.py`), compile,
-malloc tuning and the tools' error lines (`cli.py`).
+(`evaluation.py`), the non-finite guard (`nonfinite.py`), random states (`random_state.py`),
+what is loaded before training (`pretrained.py`), a trained task for the tools (`trained.py`),
+per-network settings (`network_settings.py`). The process around the loop (precision, malloc,
+compile, the tools' error lines, the work-dir lock) is framework.runtime's.
 May import: every framework package below it (config, data, models, losses, metrics, tasks,
-optim, checkpoint, dist, ...); only tools/ and projects/ import the engine.
+optim, checkpoint, weights, runtime, dist, ...); only tools/ and projects/ import the engine.
 
-Nothing is imported here: `framework.engine.cli` (what the tools load before the config is
-validated) must not pull in torch. The registries import hooks on their first lookup
+Nothing is imported here. The registries import hooks on their first lookup
 (framework/registry.py).
 """

@@ -20,13 +20,14 @@ from framework.config import import_custom_modules, save_config, to_plain
 from framework.data.loader import build_dataloader
 from framework.dist import get_rank, get_world_size, is_main, wrap_networks
 from framework.dist.sync_bn import convert_sync_batchnorm
-from framework.engine import network_settings, precision, pretrained
-from framework.engine.compile import compile_networks
+from framework.engine import network_settings, pretrained
+from framework.runtime import precision
+from framework.runtime.compile import compile_networks
 from framework.engine.hooks import CheckpointHook, EvalHook, HParamsHook, LoggerHook, LRSchedulerHook
 from framework.engine.loggers import LoggerGroup, build_loggers
-from framework.engine.malloc import tune_malloc
+from framework.runtime.malloc import tune_malloc
 from framework.engine.nonfinite import NonFiniteGuard
-from framework.engine.precision import autocast_dtype, describe_memory_format, use_channels_last
+from framework.runtime.precision import autocast_dtype, describe_memory_format, use_channels_last
 from framework.engine.random_state import seed_everything
 from framework.engine.resume import checkpoint_to_resume, resume_trainer
 from framework.engine.trainer import Trainer

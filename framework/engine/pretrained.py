@@ -38,9 +38,9 @@ from pathlib import Path
 
 from torch import nn
 
-from framework.checkpoint import encoder_weights
+from framework.weights import encoder_weights
 from framework.checkpoint.files import atomic_write_bytes
-from framework.checkpoint.partial_load import REPORT_FILE, LoadReport, LoadSpec, load_into
+from framework.weights.partial_load import REPORT_FILE, LoadReport, LoadSpec, load_into
 from framework.engine.network_settings import configured_networks
 
 logger = logging.getLogger("framework")

@@ -40,9 +40,9 @@ MODULES: dict[str, tuple[str, list[str]]] = {
     "serialization.pickle_globals": ("framework/serialization/pickle_globals.py", ["tests/test_checkpoint_files.py"]),
     "engine.resume": ("framework/engine/resume.py", ["tests/test_resume_choice.py"]),  # test_resume.py trains
     "engine.random_state": ("framework/engine/random_state.py", ["tests/test_random_state.py"]),
-    "engine.workdir": ("framework/engine/workdir.py", ["tests/test_workdir_lock.py", "tests/test_workdir.py",
+    "runtime.workdir": ("framework/runtime/workdir.py", ["tests/test_workdir_lock.py", "tests/test_workdir.py",
                                                        "-k", "workdir_lock or another_user"]),
-    "checkpoint.partial_load": ("framework/checkpoint/partial_load.py", [
+    "weights.partial_load": ("framework/weights/partial_load.py", [
         "tests/test_partial_load.py", "tests/test_pretrained.py", "-k", "not training_run and not resnet50 and not frozen"]),
     "data.cache": ("framework/data/cache.py", ["tests/test_data_cache.py"]),
     "metrics.segmentation": ("framework/metrics/segmentation.py", ["tests/test_metrics.py"]),
@@ -56,7 +56,7 @@ MODULES: dict[str, tuple[str, list[str]]] = {
     "metrics.image": ("framework/metrics/image.py", ["tests/test_image_metrics.py"]),
     "models.discriminators": ("framework/models/discriminators.py", ["tests/test_gan_toolkit.py",
                                                                      "tests/test_cyclegan_toolkit.py"]),
-    "engine.precision": ("framework/engine/precision.py", ["tests/test_precision.py", "tests/test_memory_format.py"]),
+    "runtime.precision": ("framework/runtime/precision.py", ["tests/test_precision.py", "tests/test_memory_format.py"]),
     "data.unpaired": ("framework/data/unpaired.py", ["tests/test_cyclegan.py", "-k", "unpaired"]),
     "losses.hard_pixels": ("framework/losses/hard_pixels.py", ["tests/test_hard_pixel_losses.py",
                                                                "-k", "not training and not every_rank"]),

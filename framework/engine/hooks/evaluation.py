@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from framework.checkpoint import files as ckpt
 from framework.dist import is_main
-from framework.engine.cli import user_error_line
+from framework.runtime.cli import user_error_line
 from framework.engine.evaluation import evaluate
 from framework.engine.hooks.base import Hook, every
 from framework.engine.nonfinite import refuse_nonfinite_weights

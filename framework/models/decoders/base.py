@@ -16,7 +16,7 @@ so the output is N x num_classes x H x W for any H x W.
 in training mode the model then returns `LogitsWithAux` and the task adds the weighted loss.
 
 `encoder_weights` is only recorded here; the weights are loaded by the engine when training
-starts (framework/checkpoint/encoder_weights.py), through the partial-loading path that writes
+starts (framework/weights/encoder_weights.py), through the partial-loading path that writes
 `load_report.json`, so a model built for evaluation never needs the file.
 """
 

@@ -1,6 +1,6 @@
 """Adapting a pretrained first convolution to another number of input channels.
 
-Lives with the models (pure tensor code); the loading path (framework/checkpoint/stem_adapt.py)
+Lives with the models (pure tensor code); the loading path (framework/weights/stem_adapt.py)
 applies it to shape-mismatched stems and reports them as adapted.
 """
 

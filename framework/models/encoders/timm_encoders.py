@@ -5,7 +5,7 @@ ConvNeXts, RegNets and most other convolutional families) returns the maps of it
 `feature_info` stages. The timm model is kept whole as `self.model` (only its classifier and
 the stages after the kept maps are pruned), so a timm weights file loads with its own names:
 `encoder_weights: PATH` or `encoder_weights: timm` (the file timm would download, from the
-local Hugging Face cache: framework/checkpoint/encoder_weights.py). A name with a pretrained tag
+local Hugging Face cache: framework/weights/encoder_weights.py). A name with a pretrained tag
 (`timm:resnet18.a1_in1k`) picks the tag's weights file.
 
 Plain (non-hierarchical) transformers such as ViT return every map at one stride and a fixed

@@ -61,7 +61,7 @@ class TorchvisionEncoder(Encoder):
 
 def replace_first_conv(model: nn.Module, in_channels: int) -> None:
     """Swap the network's first convolution for one taking `in_channels` (freshly initialised;
-    pretrained stems are adapted when weights load, framework/checkpoint/stem_adapt.py)."""
+    pretrained stems are adapted when weights load, framework/weights/stem_adapt.py)."""
     name, conv = next((n, m) for n, m in model.named_modules() if isinstance(m, nn.Conv2d))
     model.set_submodule(name, nn.Conv2d(in_channels, conv.out_channels, conv.kernel_size, conv.stride,
                                         conv.padding, conv.dilation, conv.groups, conv.bias is not None))

@@ -15,8 +15,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from framework.checkpoint.files import read_weights_file
-from framework.checkpoint.stem_adapt import adapt_stems
+from framework.serialization.weights_file import read_weights_file
+from framework.weights.stem_adapt import adapt_stems
 from framework.errors import CheckpointError, ConfigError
 from framework.models.encoders.stem import ADAPT_METHODS
 from framework.registry import reject_unknown_keys
@@ -38,7 +38,7 @@ class LoadSpec:
     rename: dict[str, str] = field(default_factory=dict)
     strict: bool = False
     min_loaded_ratio: float = 0.0
-    adapt_in_channels: str | None = None  # zeros | mean: adapt stems (framework/checkpoint/stem_adapt.py)
+    adapt_in_channels: str | None = None  # zeros | mean: adapt stems (framework/weights/stem_adapt.py)
     # The part of the module this load is for (a key prefix such as "encoder."), set by the
     # framework, not the config: a shape mismatch inside it is an error (weights of another
     # model), and min_loaded_ratio counts its tensors only.

@@ -15,7 +15,7 @@ A file's keys may carry any prefix (`backbone.`, `encoder.`, `module.model.backb
 the prefix under which most keys are encoder names is used, the rest is reported as outside
 the prefix. The load itself is framework/engine/pretrained.py's `load_into` on the whole
 network (so the report lists the decoder and head as missing: new), with the model's
-`adapt_in_channels` (framework/checkpoint/stem_adapt.py) for a stem of another channel count.
+`adapt_in_channels` (framework/weights/stem_adapt.py) for a stem of another channel count.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from urllib.parse import urlparse
 import torch
 from torch import nn
 
-from framework.checkpoint.partial_load import LoadSpec, _without_wrappers, weights_in_file
+from framework.weights.partial_load import LoadSpec, _without_wrappers, weights_in_file
 from framework.errors import CheckpointError, ConfigError
 
 logger = logging.getLogger("framework")

@@ -1,0 +1,10 @@
+"""The process a run lives in, apart from the training loop.
+
+Owns: CPU precision and AMP decisions (`precision.py`), malloc tuning (`malloc.py`),
+`torch.compile` settings (`compile.py`), the tools' one-line error handling and start-up
+(`cli.py`), the work-dir lock (`workdir.py`).
+May import: errors, registry, checkpoint (the run folder's layout); never the engine.
+
+Nothing is imported here: `framework.runtime.cli` (what the tools load before the config is
+validated) must not pull in torch.
+"""
