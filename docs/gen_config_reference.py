@@ -137,8 +137,8 @@ def component_defaults() -> dict[str, dict]:
     """Defaults that live with the components a section configures (imports torch)."""
     import torch
 
-    from framework.weights.partial_load import LoadSpec
     from framework.data.loader import LOADER_KEYS
+    from framework.weights.partial_load import LoadSpec
 
     clip = inspect.signature(torch.nn.utils.clip_grad_norm_).parameters
     return {"data.train": {**LOADER_KEYS, "dataset": REQUIRED},

@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from framework.runtime.compile import compile_settings
 from framework.errors import ConfigError
+from framework.runtime.compile import compile_settings
 from support import REPO, TINY_UNET, call_tool
 
 CONFIG = REPO / "configs/segmentation/unet_shapes.yaml"

@@ -131,8 +131,8 @@ def test_every_public_key_has_a_rule():
 
 
 def test_load_from_takes_every_key_of_a_load_spec(configs):
-    from framework.weights.partial_load import LOAD_KEYS
     from framework.config.schema import LOAD_SPEC
+    from framework.weights.partial_load import LOAD_KEYS
 
     assert set(LOAD_SPEC.fields) == set(LOAD_KEYS)  # `init:` takes them all, so `load_from:` must too
     _, child = configs

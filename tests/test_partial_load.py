@@ -9,8 +9,8 @@ import pytest
 import torch
 from torch import nn
 
-from framework.weights.partial_load import LoadSpec, load_into, match_weights, weights_in_file
 from framework.errors import CheckpointError, ConfigError
+from framework.weights.partial_load import LoadSpec, load_into, match_weights, weights_in_file
 
 
 def exactly(text):

@@ -9,13 +9,13 @@ import torch
 from safetensors.torch import save_file
 from torch import nn
 
-from framework.weights.partial_load import LoadSpec, load_into
 from framework.engine.evaluation import evaluate
 from framework.engine.network_settings import configured_networks, freeze_and_keep_eval
 from framework.engine.pretrained import load_pretrained
 from framework.errors import CheckpointError, ConfigError
 from framework.optim.optimizers import build_optimizers
 from framework.registry import MODELS, TASKS
+from framework.weights.partial_load import LoadSpec, load_into
 from support import REPO, TINY_UNET, run_forked_tool
 
 

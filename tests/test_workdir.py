@@ -15,8 +15,8 @@ import pytest
 import torch
 
 from framework.checkpoint import files as ckpt
-from framework.runtime.workdir import _refuse_if_locked
 from framework.errors import ConfigError
+from framework.runtime.workdir import _refuse_if_locked
 from support import REPO, TINY_UNET, call_tool, fork_tool, run_forked_tool
 
 CONFIG = REPO / "configs/segmentation/unet_shapes.yaml"

@@ -11,8 +11,8 @@ import sys
 
 import pytest
 
-from framework.runtime.workdir import LOCK_FILE, claim_work_dir, leftover_files, run_files
 from framework.errors import ConfigError
+from framework.runtime.workdir import LOCK_FILE, claim_work_dir, leftover_files, run_files
 
 
 def lock_of(pid, host=None):

@@ -15,8 +15,8 @@ from pathlib import Path
 
 from framework.analysis.model_stats import human, module_rows, task_examples
 from framework.config.rules import integer
-from framework.runtime.cli import check_options, run
 from framework.engine.trained import load_trained_task
+from framework.runtime.cli import check_options, run
 
 
 def parse_args() -> argparse.ArgumentParser:

@@ -19,8 +19,8 @@ import torch
 from framework.config import import_custom_modules, load_config, to_plain
 from framework.config.rules import integer
 from framework.data.loader import build_dataloader
-from framework.runtime.cli import check_options, run
 from framework.errors import ConfigError
+from framework.runtime.cli import check_options, run
 from framework.visualization.masks import overlay, write_rgb
 from framework.visualization.palette import colorize
 

@@ -30,9 +30,9 @@ from framework.config import import_custom_modules, load_config, to_plain
 from framework.config.rules import integer
 from framework.data.base import SegmentationDataset
 from framework.data.folder import MAX_NAMES_IN_MESSAGE, ORIENTATIONS, duplicate_names_collected
-from framework.runtime.cli import check_options, run
 from framework.errors import ConfigError
 from framework.registry import DATASETS
+from framework.runtime.cli import check_options, run
 from framework.visualization.masks import write_index_mask
 
 

@@ -26,11 +26,11 @@ import sys
 from pathlib import Path
 
 from framework.config.rules import integer, number
-from framework.runtime.cli import check_options as check_options_against
-from framework.runtime.cli import run
 from framework.engine.trained import load_trained_task
 from framework.inference.export import FORMATS, deployable, example_inputs, export, max_difference, require_onnx
 from framework.inference.generator import choose_direction
+from framework.runtime.cli import check_options as check_options_against
+from framework.runtime.cli import run
 
 DEFAULT_ATOL = {"onnx": 1e-4, "torchscript": 1e-5}
 

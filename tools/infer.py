@@ -26,10 +26,10 @@ from framework.config.rules import integer, number
 from framework.config.schema import SEED_MAX
 from framework.data.folder import list_inputs, read_rgb_image
 from framework.engine.build import select_device
-from framework.runtime.cli import check_options, run
 from framework.engine.trained import load_trained_task
 from framework.errors import ConfigError
 from framework.inference.generator import choose_direction
+from framework.runtime.cli import check_options, run
 from framework.visualization.masks import overlay, write_index_mask, write_rgb
 
 

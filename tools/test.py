@@ -15,12 +15,12 @@ from framework.checkpoint import files as ckpt
 from framework.config import default_work_dir, import_custom_modules, load_config, to_plain
 from framework.data.loader import build_dataloader
 from framework.engine.build import build_metrics, build_task, select_device
-from framework.runtime.cli import exit_process, pause_collector_for_startup, run, setup_logging, startup_done
 from framework.engine.evaluation import evaluate
 from framework.engine.nonfinite import refuse_nonfinite_weights
 from framework.errors import ConfigError
 from framework.metrics import is_per_class, json_safe, summary_values
 from framework.metrics.base import fit_metrics_to_dataset
+from framework.runtime.cli import exit_process, pause_collector_for_startup, run, setup_logging, startup_done
 
 
 def parse_args() -> argparse.ArgumentParser:

@@ -20,6 +20,7 @@ import os
 # Only what reads and validates the config is imported up front (no torch): `--help` and a
 # config mistake answer in well under two seconds. torch comes with the engine, in main().
 from framework.config import default_work_dir, load_config
+from framework.errors import ConfigError
 from framework.runtime.cli import (
     exit_process,
     log_file_only,
@@ -28,7 +29,6 @@ from framework.runtime.cli import (
     setup_logging,
     startup_done,
 )
-from framework.errors import ConfigError
 
 
 def parse_args() -> argparse.ArgumentParser:

@@ -21,13 +21,9 @@ from framework.data.loader import build_dataloader
 from framework.dist import get_rank, get_world_size, is_main, wrap_networks
 from framework.dist.sync_bn import convert_sync_batchnorm
 from framework.engine import network_settings, pretrained
-from framework.runtime import precision
-from framework.runtime.compile import compile_networks
 from framework.engine.hooks import CheckpointHook, EvalHook, HParamsHook, LoggerHook, LRSchedulerHook
 from framework.engine.loggers import LoggerGroup, build_loggers
-from framework.runtime.malloc import tune_malloc
 from framework.engine.nonfinite import NonFiniteGuard
-from framework.runtime.precision import autocast_dtype, describe_memory_format, use_channels_last
 from framework.engine.random_state import seed_everything
 from framework.engine.resume import checkpoint_to_resume, resume_trainer
 from framework.engine.trainer import Trainer
@@ -36,6 +32,10 @@ from framework.metrics import is_per_class
 from framework.metrics.base import check_metrics_fit_images, fit_metrics_to_dataset, known_result_names
 from framework.optim.optimizers import Optimizers, build_optimizers
 from framework.registry import HOOKS, METRICS, TASKS, did_you_mean
+from framework.runtime import precision
+from framework.runtime.compile import compile_networks
+from framework.runtime.malloc import tune_malloc
+from framework.runtime.precision import autocast_dtype, describe_memory_format, use_channels_last
 
 logger = logging.getLogger("framework")
 

@@ -38,10 +38,10 @@ from pathlib import Path
 
 from torch import nn
 
-from framework.weights import encoder_weights
 from framework.checkpoint.files import atomic_write_bytes
-from framework.weights.partial_load import REPORT_FILE, LoadReport, LoadSpec, load_into
 from framework.engine.network_settings import configured_networks
+from framework.weights import encoder_weights
+from framework.weights.partial_load import REPORT_FILE, LoadReport, LoadSpec, load_into
 
 logger = logging.getLogger("framework")
 

@@ -29,8 +29,8 @@ from urllib.parse import urlparse
 import torch
 from torch import nn
 
-from framework.weights.partial_load import LoadSpec, _without_wrappers, weights_in_file
 from framework.errors import CheckpointError, ConfigError
+from framework.weights.partial_load import LoadSpec, _without_wrappers, weights_in_file
 
 logger = logging.getLogger("framework")
 

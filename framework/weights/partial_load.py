@@ -15,11 +15,11 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from framework.serialization.weights_file import read_weights_file
-from framework.weights.stem_adapt import adapt_stems
 from framework.errors import CheckpointError, ConfigError
 from framework.models.encoders.stem import ADAPT_METHODS
 from framework.registry import reject_unknown_keys
+from framework.serialization.weights_file import read_weights_file
+from framework.weights.stem_adapt import adapt_stems
 
 logger = logging.getLogger("framework")
 

@@ -10,13 +10,13 @@ from typing import TYPE_CHECKING
 
 from framework.checkpoint import files as ckpt
 from framework.dist import is_main
-from framework.runtime.cli import user_error_line
 from framework.engine.evaluation import evaluate
 from framework.engine.hooks.base import Hook, every
 from framework.engine.nonfinite import refuse_nonfinite_weights
 from framework.errors import EvaluationError
 from framework.metrics import is_per_class, json_safe, summary_values
 from framework.registry import HOOKS
+from framework.runtime.cli import user_error_line
 
 if TYPE_CHECKING:
     from framework.engine.trainer import Trainer
