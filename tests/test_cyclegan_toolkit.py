@@ -95,7 +95,7 @@ def test_adaptive_p_moves_per_domain_once_per_d_step(accumulate):
     torch.manual_seed(0)
     augment = DiffAugment(adaptive=True, target=0.6, interval=2, speed_images=100)
     task = CycleGANTask(generator(), generator(), Verdict(+1), Verdict(-1), pool_size=0, d_augment=augment)
-    task.d_augment_b.p.fill_(0.5)
+    task.adversary_b.augment.p.fill_(0.5)
     optim = sgd(task)
     generator_ = torch.Generator().manual_seed(3)
     batch = {side: torch.randint(0, 256, (4, 3, 8, 8), dtype=torch.uint8, generator=generator_) for side in "ab"}
@@ -107,7 +107,8 @@ def test_adaptive_p_moves_per_domain_once_per_d_step(accumulate):
         p += [float(logs["ada_p_a"]), float(logs["ada_p_b"])]
     assert p == pytest.approx([0.0, 0.5, 0.08, 0.42])
     state = task.state_dict()  # each domain's p is the checkpoint's
-    assert float(state["d_augment_a.p"]) == pytest.approx(0.08) and float(state["d_augment_b.p"]) == pytest.approx(0.42)
+    assert float(state["adversary_a.augment.p"]) == pytest.approx(0.08)
+    assert float(state["adversary_b.augment.p"]) == pytest.approx(0.42)
 
 
 # ----------------------------------------------------------------------------- multi-scale D
@@ -162,7 +163,9 @@ def build(**extra):
     ({"r1_weight": -1.0}, r"task \(CycleGANTask\): r1_weight must be >= 0, got -1.0"),
     ({"r1_interval": 0}, r"task \(CycleGANTask\): r1_interval must be a positive integer, got 0"),
     ({"d_augment": {"type": "DiffAugment", "p": 2.0}}, r"task.d_augment \(DiffAugment\): p must be in \[0, 1\]"),
-    ({"feature_matching": {"type": "FeatureMatchingLoss"}}, "task.feature_matching: CycleGANTask has no parameter"),
+    ({"gan_loss": "hing"}, r"task \(CycleGANTask\): gan_loss: unknown GAN loss 'hing'; did you mean 'hinge'"),
+    ({"cycle_weight": float("nan")}, r"task \(CycleGANTask\): cycle_weight must be a finite number >= 0, got nan"),
+    ({"d_weight": float("inf")}, r"task \(CycleGANTask\): d_weight must be a finite number >= 0, got inf"),
 ])
 def test_the_toolkit_keys_are_checked_by_name(extra, message):
     with pytest.raises(ConfigError, match=message):
@@ -171,6 +174,8 @@ def test_the_toolkit_keys_are_checked_by_name(extra, message):
 
 def test_one_diff_augment_node_gives_each_domain_its_own():
     task = build(d_augment={"type": "DiffAugment", "adaptive": True, "interval": 3})
-    assert task.d_augment_a is not task.d_augment_b and task.d_augment_b.interval == 3
-    assert {"d_augment_a.p", "d_augment_b.p", "d_augment_a.sign_sum", "d_augment_b.observed"} <= set(task.state_dict())
+    augment_a, augment_b = task.adversary_a.augment, task.adversary_b.augment
+    assert augment_a is not augment_b and augment_b.interval == 3
+    assert {"adversary_a.augment.p", "adversary_b.augment.p", "adversary_a.augment.sign_sum",
+            "adversary_b.augment.observed"} <= set(task.state_dict())
     assert set(task.networks()) == {"generator_ab", "generator_ba", "discriminator_a", "discriminator_b"}

@@ -188,7 +188,7 @@ def test_unconditional_gan_with_d_steps_per_g_step_and_ema_equals_the_loop():
     assert_same_parameters(task.discriminator, reference_d)
     assert_same_parameters(task.generator_ema, reference_ema)
     assert ["loss_g" in step for step in logs] == [False, True, False, True, False]
-    assert int(task.state_dict()["d_steps"]) == ITERATIONS  # the checkpointed counter
+    assert task.state_dict()["adversary._extra_state"] == {"d_steps": ITERATIONS}  # the checkpointed counter
 
 
 def test_generator_step_leaves_d_grads_alone_and_discriminator_step_leaves_g_grads_alone():
@@ -203,7 +203,8 @@ def test_generator_step_leaves_d_grads_alone_and_discriminator_step_leaves_g_gra
             p.grad = torch.full_like(p, value)
 
     mark(task.generator, 7.0)
-    task.discriminator_step(condition, real, task.generator(condition).detach(), optim)
+    loss_d, _ = task.adversary.d_loss(task.discriminator, real, task.generator(condition).detach(), condition)
+    optim.update(loss_d, "discriminator")
     assert all(torch.equal(p.grad, torch.full_like(p, 7.0)) for p in task.generator.parameters())
     assert all(p.grad is not None and not torch.equal(p.grad, torch.full_like(p, 7.0))
                for p in task.discriminator.parameters())
@@ -221,8 +222,8 @@ def test_ema_generator_is_checkpointed_but_trained_by_no_optimizer():
     task = GANTask(TinyGenerator(LATENT), TinyDiscriminator(3), latent_dim=LATENT, ema_decay=0.99)
     optim = build_optimizers(optimizer_config(), task, max_iters=1)
     state = task.state_dict()
-    assert {"d_steps", "fixed_noise"} <= set(state)
-    assert any(k.startswith("generator_ema.") for k in state)
+    assert {"adversary._extra_state", "ema._extra_state", "fixed_noise"} <= set(state)
+    assert any(k.startswith("ema.generator.") for k in state)
     assert set(task.networks()) == {"generator", "discriminator"}
     optimized = {id(p) for name in optim.names for p in optim.params(name)}
     assert not any(id(p) in optimized for p in task.generator_ema.parameters())
@@ -242,7 +243,7 @@ def test_step_counter_survives_a_state_dict_round_trip():
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    ({"gan_loss": "hing"}, r"gan_loss: unknown GAN loss 'hing'; did you mean 'hinge'\? \(choose one of vanilla, lsgan, hinge, wgan-gp\)"),
+    ({"gan_loss": "hing"}, r"gan_loss: unknown GAN loss 'hing'; did you mean 'hinge'\? \(choose one of vanilla, lsgan, hinge, wgan-gp, or a registered AdversarialLoss\)"),
     ({"latent_dim": 8, "l1_weight": 1.0},
      r"l1_weight: the L1 reconstruction loss needs paired targets; an unconditional GAN \(latent_dim set\) has none$"),
     ({"latent_dim": 8, "perceptual": {"type": "VGGPerceptualLoss", "arch": "vgg16", "weights": "random"}},
@@ -260,16 +261,18 @@ def test_task_configuration_errors_name_the_key(kwargs, message):
 
 def test_gan_task_defaults_and_the_bounds_it_accepts():
     task = GANTask(TinyGenerator(), TinyDiscriminator())
-    assert (task.gan_loss.name, task.adv_weight, task.l1_weight, task.d_weight, task.gp_weight, task.d_steps_per_g_step,
-            task.ema_decay, task.ema_start, task.r1.weight, task.r1.interval) == ("vanilla", 1.0, 0.0, 1.0, 10.0, 1,
-                                                                                  None, 0, 0.0, 1)
-    assert GANTask(TinyGenerator(), TinyDiscriminator(), ema_decay=0.0).ema_decay == 0.0
-    assert GANTask(TinyGenerator(), TinyDiscriminator(), r1_weight=1.0, r1_interval=4).r1.interval == 4
+    adversary = task.adversary
+    assert (adversary.loss.name, adversary.adv_weight, task.l1_weight, adversary.d_weight, adversary.gp_weight,
+            task.d_steps_per_g_step, task.ema, adversary.r1.weight, adversary.r1.interval) == (
+        "vanilla", 1.0, 0.0, 1.0, 10.0, 1, None, 0.0, 1)
+    ema = GANTask(TinyGenerator(), TinyDiscriminator(), ema_decay=0.0).ema
+    assert (ema.decay, ema.start, ema.updates) == (0.0, 0, 0)
+    assert GANTask(TinyGenerator(), TinyDiscriminator(), r1_weight=1.0, r1_interval=4).adversary.r1.interval == 4
     unconditional = GANTask(TinyGenerator(1), TinyDiscriminator(3), latent_dim=1)
     # 64 fixed noise vectors from a generator seeded with noise_seed 0: the same grid in every run
     expected = torch.randn(64, 1, 1, 1, generator=torch.Generator().manual_seed(0))
     assert torch.equal(unconditional.fixed_noise, expected)
-    assert unconditional.d_steps.dtype == torch.int64
+    assert unconditional.adversary.d_steps == 0
 
 
 @pytest.mark.parametrize("gan_loss, warned", [("hinge", True), ("wgan-gp", False)])

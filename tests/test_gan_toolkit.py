@@ -11,7 +11,7 @@ from torch import nn
 
 import framework  # noqa: F401  (fills the registries)
 from framework.errors import ConfigError
-from framework.losses.gan import GANLoss, gradient_penalty
+from framework.losses.gan import adversarial_loss, gradient_penalty
 from framework.models.diff_augment import DiffAugment
 from framework.models.discriminators import MultiScaleDiscriminator
 from framework.optim.optimizers import build_optimizers
@@ -86,7 +86,7 @@ def test_gan_losses_average_over_scales(kind):
     torch.manual_seed(0)
     output_real, output_fake = patch_discriminator()(torch.randn(2, 3, 32, 32)), \
         patch_discriminator()(torch.randn(2, 3, 32, 32))
-    loss = GANLoss(kind)
+    loss = adversarial_loss(kind)
     real, fake = loss.discriminator(output_real, output_fake)
     per_scale = [loss.discriminator(r, f) for r, f in zip(output_real.logits, output_fake.logits)]
     # tolerances far below the values: wgan-gp's terms, means of a fresh D's logits, are ~1e-7,
@@ -232,12 +232,12 @@ def test_a_conditional_generator_step_with_every_term_equals_the_terms_by_hand()
     torch.manual_seed(5)
     logs = task.generator_step(condition, real, fake, sgd_optimizers(task))
     torch.manual_seed(5)
-    seen_condition, seen_fake, seen_real = task.d_augment(condition, fake.detach(), real)
+    seen_condition, seen_fake, seen_real = task.adversary.augment(condition, fake.detach(), real)
     with torch.no_grad():
         fake_output = task.discriminator(torch.cat([seen_condition, seen_fake], dim=1))
         real_output = task.discriminator(torch.cat([seen_condition, seen_real], dim=1))
         expected = {"loss_g_adv": -sum(logits.mean() for logits in fake_output.logits) / 2,  # hinge's G term
-                    "loss_g_fm": task.feature_matching(fake_output, real_output),
+                    "loss_g_fm": task.adversary.feature_matching(fake_output, real_output),
                     "loss_g_l1": 100.0 * F.l1_loss(fake, real),
                     "loss_g_vgg": task.perceptual(fake, real)}
     assert all(value.abs() > 1e-4 for value in expected.values())
@@ -257,9 +257,11 @@ def test_a_conditional_discriminator_step_sees_real_and_fake_pairs_augmented():
     condition, real, fake = (torch.rand(2, 3, 32, 32) * 2 - 1 for _ in range(3))
     discriminator = copy.deepcopy(task.discriminator)  # as the step saw it, before its update
     torch.manual_seed(5)
-    logs, verdicts = task.discriminator_step(condition, real, fake, sgd_optimizers(task))
+    loss, logs = task.adversary.d_loss(task.discriminator, real, fake, condition)
+    sgd_optimizers(task).update(loss, "discriminator")
+    (verdicts,) = task.adversary._verdicts  # what the adaptive p reads after the D step
     torch.manual_seed(5)
-    real_pair, fake_pair = (torch.cat(task.d_augment(condition, image), dim=1) for image in (real, fake))
+    real_pair, fake_pair = (torch.cat(task.adversary.augment(condition, image), dim=1) for image in (real, fake))
     with torch.no_grad():
         real_output, fake_output = discriminator(real_pair), discriminator(fake_pair)
     expected_real = 0.5 * sum(F.relu(1 - logits).mean() for logits in real_output.logits) / 2
@@ -496,7 +498,7 @@ def test_an_accumulated_d_step_adapts_p_once_from_the_verdicts_of_every_micro_ba
     torch.manual_seed(0)
     task = gan_task(d_augment={"type": "DiffAugment", "adaptive": True, "interval": 3, "speed_images": 100})
     optim = sgd_optimizers(task)
-    augment = task.d_augment
+    augment = task.adversary.augment
 
     def micro_batches():
         return [{"image": torch.randint(0, 256, (4, 3, 8, 8), dtype=torch.uint8)} for _ in range(2)]

@@ -13,7 +13,7 @@ import json
 import sys
 from pathlib import Path
 
-from framework.analysis.model_stats import human, module_rows, task_examples
+from framework.analysis.model_stats import human, module_rows
 from framework.config.rules import integer
 from framework.engine.trained import load_trained_task
 from framework.runtime.cli import check_options, run
@@ -42,10 +42,11 @@ def main(args: argparse.Namespace) -> None:
     check_options({"--size": (args.size, integer(1)), "--depth": (args.depth, integer(0))})
     task, _ = load_trained_task(args.config, args.checkpoint, args.overrides)
     report = {}
-    for name, (network, example) in task_examples(task, tuple(args.size)).items():
-        rows = module_rows(network, example, args.depth)
-        report[name] = {"input": list(example.shape), "modules": rows}
-        print(f"{name}: input {tuple(example.shape)}, {human(rows[0]['params'])} parameters, "
+    for name, (network, inputs) in task.network_examples(*args.size).items():
+        rows = module_rows(network, inputs, args.depth)
+        shapes = [list(tensor.shape) for tensor in inputs]
+        report[name] = {"input": shapes[0], "inputs": shapes, "modules": rows}
+        print(f"{name}: input {' + '.join(str(tuple(shape)) for shape in shapes)}, {human(rows[0]['params'])} parameters, "
               f"{human(rows[0]['flops'])} FLOPs")
         print(format_rows(rows))
     if args.json:

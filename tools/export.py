@@ -27,8 +27,7 @@ from pathlib import Path
 
 from framework.config.rules import integer, number
 from framework.engine.trained import load_trained_task
-from framework.inference.export import FORMATS, deployable, example_inputs, export, max_difference, require_onnx
-from framework.inference.generator import choose_direction
+from framework.inference.export import FORMATS, example_inputs, export, max_difference, require_onnx
 from framework.runtime.cli import check_options as check_options_against
 from framework.runtime.cli import run
 
@@ -90,8 +89,7 @@ def main(args: argparse.Namespace) -> int:
     if args.format == "onnx":
         require_onnx()  # refuse before any work when the extra is missing
     task, _ = load_trained_task(args.config, args.checkpoint, args.overrides)  # refuses NaN/inf weights
-    choose_direction(task, args.direction)
-    module, kind, divisor_or_channels = deployable(task)
+    module, kind, divisor_or_channels = task.deployable(args.direction)
     divisor = divisor_or_channels if kind == "image" else 1
     sizes = check_sizes(args.size, args.batch, divisor, args.dynamic)
     example = example_inputs(kind, sizes[0][1], sizes[0][0], divisor_or_channels, seed=0)

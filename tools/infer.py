@@ -28,8 +28,8 @@ from framework.data.folder import list_inputs, read_rgb_image
 from framework.engine.build import select_device
 from framework.engine.trained import load_trained_task
 from framework.errors import ConfigError
-from framework.inference.generator import choose_direction
 from framework.runtime.cli import check_options, run
+from framework.tasks.base import GeneratorTask
 from framework.visualization.masks import overlay, write_index_mask, write_rgb
 
 
@@ -104,12 +104,12 @@ def segment(task, settings, paths, args, device, output: Path, bar) -> None:
         bar.update(len(batch))
 
 
-def generate(task, paths, args, device, output: Path, bar) -> None:
+def generate(task: GeneratorTask, paths, args, device, output: Path, bar) -> None:
     from framework.inference.generator import GeneratorPredictor
 
-    predictor = GeneratorPredictor(task)
+    predictor = GeneratorPredictor(task.generator_for(args.direction), task.noise_shape)
     output.mkdir(parents=True, exist_ok=True)
-    if not predictor.conditional:
+    if task.conditioning == "noise":
         noise = predictor.noise(args.num, args.seed, device)
         for first in range(0, args.num, args.batch_size):
             with autocast(device, args.amp):
@@ -148,10 +148,14 @@ def main(args: argparse.Namespace) -> None:
     check_infer_options(args)
     device = select_device(args.device)
     task, _ = load_trained_task(args.config, args.checkpoint, args.overrides, device)
-    choose_direction(task, args.direction)
+    segmentation = not isinstance(task, GeneratorTask)
+    if segmentation and args.direction is not None:
+        raise ConfigError(f"--direction: {type(task).__name__} has no generators; --direction is for a task that "
+                          "translates both ways (CycleGANTask)")
+    if not segmentation:
+        task.check_direction(args.direction)
     output = Path(args.output)
-    segmentation = hasattr(task, "predictor")
-    unconditional = not segmentation and not getattr(task, "conditional", True)
+    unconditional = not segmentation and task.conditioning == "noise"
     if not unconditional and not args.input:
         raise ConfigError("--input: give image files, folders or glob patterns")
     paths = [] if unconditional else distinct_inputs(list_inputs(args.input))

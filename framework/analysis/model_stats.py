@@ -10,16 +10,13 @@ import torch
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
-from framework.inference.segmentation import pad_to_multiple
-from framework.inference.settings import network_size_divisor
 
-
-def module_rows(network: nn.Module, example: torch.Tensor, depth: int = 2) -> list[dict]:
+def module_rows(network: nn.Module, inputs: tuple[torch.Tensor, ...], depth: int = 2) -> list[dict]:
     """[{module, params, trainable, flops}] for the network and its submodules up to `depth`
     levels down, in definition order; the first row is the whole network."""
     counter = FlopCounterMode(display=False, depth=None)
     with counter, torch.no_grad():
-        network(example)
+        network(*inputs)
     flops = {name: sum(ops.values()) for name, ops in counter.get_flop_counts().items()}
     root = type(network).__name__
 
@@ -40,23 +37,6 @@ def module_rows(network: nn.Module, example: torch.Tensor, depth: int = 2) -> li
                      "trainable": sum(p.numel() for p in params if p.requires_grad),
                      "flops": module_flops(name, module)})
     return rows
-
-
-def task_examples(task: nn.Module, size: tuple[int, int]) -> dict[str, tuple[nn.Module, torch.Tensor]]:
-    """{name: (network, example input of batch 1)} for the networks a task runs."""
-    if hasattr(task, "predictor"):  # segmentation: what the model sees after normalisation
-        divisor = network_size_divisor(task.model)
-        return {"model": (task.model, pad_to_multiple(torch.randn(1, 3, *size), divisor))}
-    generator = task.eval_generator
-    if task.conditional:
-        divisor = network_size_divisor(generator)
-        condition = pad_to_multiple(torch.rand(1, 3, *size) * 2 - 1, divisor)
-    else:
-        condition = torch.randn(1, task.latent_dim, 1, 1)
-    with torch.no_grad():
-        fake = generator(condition)
-    image_for_d = task.discriminator_input(condition if task.conditional else None, fake)
-    return {"generator": (generator, condition), "discriminator": (task.discriminator, image_for_d)}
 
 
 def human(number: float) -> str:

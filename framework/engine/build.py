@@ -130,7 +130,7 @@ def build_networks(cfg: dict, device: torch.device, work_dir: str, load_pretrain
     elif cfg.get("load_from") or any("init" in settings for _, _, settings in networks):
         logger.info("load_from/init not applied: the checkpoint being resumed holds the weights")
     if cfg["sync_bn"]:
-        if getattr(task, "uses_double_backward", False):  # pytorch#61222
+        if task.uses_double_backward:  # pytorch#61222
             raise ConfigError("sync_bn: SyncBatchNorm has no double backward, which the task's gradient penalty "
                               "(R1 or WGAN-GP) needs; set sync_bn: false or remove the penalty")
         for name, network in task.networks().items():

@@ -24,7 +24,6 @@ import torch
 from torch import nn
 
 from framework.errors import ConfigError
-from framework.inference.settings import network_size_divisor
 
 FORMATS = ("onnx", "torchscript")
 INPUT_NAME, OUTPUT_NAME = "input", "output"
@@ -53,17 +52,6 @@ class ImageTranslator(nn.Module):
 class NoiseToImage(ImageTranslator):
     def forward(self, noise: torch.Tensor) -> torch.Tensor:
         return ((self.generator(noise) + 1) / 2).clamp(0, 1)
-
-
-def deployable(task: nn.Module) -> tuple[nn.Module, str, int]:
-    """(module to export, input kind "image" or "noise", size divisor or latent channels)."""
-    if hasattr(task, "predictor"):  # segmentation
-        network = task.model
-        return NormalizedSegmenter(network, task.mean, task.std).eval(), "image", network_size_divisor(network)
-    generator = task.eval_generator
-    if task.conditional:
-        return ImageTranslator(generator).eval(), "image", network_size_divisor(generator)
-    return NoiseToImage(generator).eval(), "noise", task.latent_dim
 
 
 def example_inputs(kind: str, size: tuple[int, int], batch: int, channels: int, seed: int) -> torch.Tensor:

@@ -8,8 +8,8 @@ Unconditional (DCGAN): `count` images from noise drawn with a seed, so a seed na
 from __future__ import annotations
 
 import torch
+from torch import nn
 
-from framework.errors import ConfigError
 from framework.inference.segmentation import pad_to_multiple
 from framework.inference.settings import network_size_divisor
 
@@ -24,32 +24,13 @@ def to_unit(image: torch.Tensor) -> torch.Tensor:
     return ((image + 1) / 2).clamp(0, 1)
 
 
-def choose_direction(task, direction: str | None) -> None:
-    """Point a two-way task's `eval_generator` at `direction` (AtoB or BtoA; tools/infer.py and
-    tools/export.py --direction). A task with one generator takes no direction; a two-way task
-    (CycleGANTask, whose `directions` names them) needs one."""
-    directions = getattr(task, "directions", None)
-    if directions is None:
-        if direction is not None:
-            raise ConfigError(f"--direction: {type(task).__name__} has one generator; --direction is for a task "
-                              "that translates both ways (CycleGANTask)")
-        return
-    if direction not in directions:
-        raise ConfigError(f"--direction: {type(task).__name__} translates both ways; choose "
-                          f"{' or '.join(directions)}" + ("" if direction is None else f", not {direction!r}"))
-    task.direction = direction
-
-
 class GeneratorPredictor:
-    def __init__(self, task):
-        """`task`: a GANTask (its `eval_generator`, `conditional` and `latent_dim`)."""
-        self.task = task
-        self.generator = task.eval_generator
-        self.size_divisor = network_size_divisor(self.generator)
-
-    @property
-    def conditional(self) -> bool:
-        return self.task.conditional
+    def __init__(self, generator: nn.Module, noise_shape: tuple[int, ...] | None = None):
+        """`generator`: what a GAN task's `generator_for` gives; `noise_shape`: one sample's noise
+        (latent_dim, 1, 1) for a generator from noise (its task's `noise_shape`), else None."""
+        self.generator = generator
+        self.noise_shape = noise_shape
+        self.size_divisor = network_size_divisor(generator)
 
     @torch.no_grad()
     def translate(self, images: torch.Tensor) -> torch.Tensor:
@@ -60,7 +41,7 @@ class GeneratorPredictor:
 
     def noise(self, count: int, seed: int, device: torch.device) -> torch.Tensor:
         generator = torch.Generator().manual_seed(seed)
-        return torch.randn(count, self.task.latent_dim, 1, 1, generator=generator).to(device)
+        return torch.randn(count, *self.noise_shape, generator=generator).to(device)
 
     @torch.no_grad()
     def sample(self, noise: torch.Tensor) -> torch.Tensor:

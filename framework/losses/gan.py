@@ -1,18 +1,29 @@
-"""Adversarial losses of a GAN, chosen by name, and the WGAN-GP gradient penalty.
+"""Adversarial losses of a GAN as registry entries, and the two gradient penalties.
 
-    loss = GANLoss("hinge")
-    loss_real, loss_fake = loss.discriminator(d_real_logits, d_fake_logits)   # D step
-    loss_adv = loss.generator(d_fake_logits)                                  # G step
+    task: {type: GANTask, gan_loss: hinge, ...}               # a built-in one by its short name
+    task: {type: GANTask, gan_loss: {type: HingeGANLoss}}     # the same, as a node
+    task: {type: GANTask, gan_loss: {type: MyGANLoss, margin: 2.0}}   # a user's own (below)
 
-| name      | D on real            | D on fake            | G                       |
-| --------- | -------------------- | -------------------- | ----------------------- |
-| vanilla   | BCEWithLogits(x, 1)  | BCEWithLogits(x, 0)  | BCEWithLogits(x, 1)     |
-| lsgan     | mean((x - 1)^2)      | mean(x^2)            | mean((x - 1)^2)         |
-| hinge     | mean(relu(1 - x))    | mean(relu(1 + x))    | -mean(x)                |
-| wgan-gp   | -mean(x)             | mean(x)              | -mean(x)                |
+| short name | entry            | D on real            | D on fake            | G                   |
+| ---------- | ---------------- | -------------------- | -------------------- | ------------------- |
+| vanilla    | VanillaGANLoss   | BCEWithLogits(x, 1)  | BCEWithLogits(x, 0)  | BCEWithLogits(x, 1) |
+| lsgan      | LSGANLoss        | mean((x - 1)^2)      | mean(x^2)            | mean((x - 1)^2)     |
+| hinge      | HingeGANLoss     | mean(relu(1 - x))    | mean(relu(1 + x))    | -mean(x)            |
+| wgan-gp    | WGANGPLoss       | -mean(x)             | mean(x)              | -mean(x)            |
 
-The generator losses are the non-saturating forms. wgan-gp also needs the gradient penalty
-(`gradient_penalty`), which the task adds to the discriminator's loss.
+The generator losses are the non-saturating forms. An entry declares what it needs instead of
+being recognised by name: `needs_gradient_penalty` (WGAN-GP: the adversary adds
+`gradient_penalty` to D's loss) and `bounded_below` (D's loss cannot go below 0, so a loss
+near 0 means D wins outright: GANHealth watches it; a Wasserstein critic's loss is unbounded).
+
+A user's own loss subclasses `AdversarialLoss`, registers itself and writes the three
+per-scale terms:
+
+    @LOSSES.register()
+    class MyGANLoss(AdversarialLoss):
+        def on_real(self, logits): ...
+        def on_fake(self, logits): ...
+        def for_generator(self, logits): ...
 
 A discriminator's output is a logit tensor, or a multi-scale output with `.logits` (a list,
 one logit map per scale; framework/models/discriminators.py): each loss is then the mean over
@@ -30,22 +41,9 @@ from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
+from torch import nn
 
-from framework.registry import did_you_mean
-
-GAN_LOSS_TYPES = ("vanilla", "lsgan", "hinge", "wgan-gp")
-
-
-def check_gan_loss_type(name: str, key: str = "gan_loss") -> str:
-    """`name` if it is a GAN loss type, else a ValueError naming `key` with close matches."""
-    if name not in GAN_LOSS_TYPES:
-        raise ValueError(f"{key}: unknown GAN loss '{name}'{did_you_mean(str(name), GAN_LOSS_TYPES)} "
-                         f"(choose one of {', '.join(GAN_LOSS_TYPES)})")
-    return name
-
-
-def _bce(logits: torch.Tensor, target: float) -> torch.Tensor:
-    return F.binary_cross_entropy_with_logits(logits, torch.full_like(logits, target))
+from framework.registry import LOSSES, did_you_mean
 
 
 def scale_logits(output) -> list[torch.Tensor]:
@@ -66,49 +64,127 @@ def _over_scales(term: Callable[[torch.Tensor], torch.Tensor], output) -> torch.
     return losses[0] if len(losses) == 1 else torch.stack(losses).mean()
 
 
-class GANLoss:
-    """The adversarial loss terms of one GAN loss type (no parameters, no state)."""
+class AdversarialLoss(nn.Module):
+    """The adversarial terms of one GAN loss (no parameters, no state). Subclasses write the
+    per-scale terms; `discriminator` and `generator` average them over a multi-scale output."""
 
-    def __init__(self, name: str):
-        self.name = check_gan_loss_type(name)
+    name = ""  # the short name a config may use (`gan_loss: hinge`); "" for a user's own
+    needs_gradient_penalty = False  # D's loss takes gradient_penalty (weighted by gp_weight)
+    bounded_below = True  # D's loss is >= 0: near 0, D wins outright (GANHealth watches it)
 
-    @property
-    def needs_gradient_penalty(self) -> bool:
-        return self.name == "wgan-gp"
+    def on_real(self, logits: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def on_fake(self, logits: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def for_generator(self, logits: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
 
     def discriminator(self, real, fake) -> tuple[torch.Tensor, torch.Tensor]:
-        """(loss on real logits, loss on fake logits) for the discriminator's update, each
-        averaged over the scales of a multi-scale output."""
-        return _over_scales(self._on_real, real), _over_scales(self._on_fake, fake)
+        """(loss on real logits, loss on fake logits) for the discriminator's update."""
+        return _over_scales(self.on_real, real), _over_scales(self.on_fake, fake)
 
     def generator(self, fake) -> torch.Tensor:
         """The generator's adversarial loss on the discriminator's output for its fakes."""
-        return _over_scales(self._generator, fake)
+        return _over_scales(self.for_generator, fake)
 
-    def _on_real(self, real: torch.Tensor) -> torch.Tensor:
-        if self.name == "vanilla":
-            return _bce(real, 1.0)
-        if self.name == "lsgan":
-            return (real - 1).pow(2).mean()
-        if self.name == "hinge":
-            return F.relu(1 - real).mean()
-        return -real.mean()
+    def extra_repr(self) -> str:
+        return self.name
 
-    def _on_fake(self, fake: torch.Tensor) -> torch.Tensor:
-        if self.name == "vanilla":
-            return _bce(fake, 0.0)
-        if self.name == "lsgan":
-            return fake.pow(2).mean()
-        if self.name == "hinge":
-            return F.relu(1 + fake).mean()
-        return fake.mean()
 
-    def _generator(self, fake: torch.Tensor) -> torch.Tensor:
-        if self.name == "vanilla":
-            return _bce(fake, 1.0)
-        if self.name == "lsgan":
-            return (fake - 1).pow(2).mean()
-        return -fake.mean()
+def _bce(logits: torch.Tensor, target: float) -> torch.Tensor:
+    return F.binary_cross_entropy_with_logits(logits, torch.full_like(logits, target))
+
+
+@LOSSES.register()
+class VanillaGANLoss(AdversarialLoss):
+    """The original GAN's loss (Goodfellow et al., 2014), non-saturating for the generator."""
+
+    name = "vanilla"
+
+    def on_real(self, logits):
+        return _bce(logits, 1.0)
+
+    def on_fake(self, logits):
+        return _bce(logits, 0.0)
+
+    def for_generator(self, logits):
+        return _bce(logits, 1.0)
+
+
+@LOSSES.register()
+class LSGANLoss(AdversarialLoss):
+    """Least squares (Mao et al., 2017): pix2pixHD's and CycleGAN's."""
+
+    name = "lsgan"
+
+    def on_real(self, logits):
+        return (logits - 1).pow(2).mean()
+
+    def on_fake(self, logits):
+        return logits.pow(2).mean()
+
+    def for_generator(self, logits):
+        return (logits - 1).pow(2).mean()
+
+
+@LOSSES.register()
+class HingeGANLoss(AdversarialLoss):
+    """Hinge (Lim & Ye, 2017; SAGAN, BigGAN, SPADE)."""
+
+    name = "hinge"
+
+    def on_real(self, logits):
+        return F.relu(1 - logits).mean()
+
+    def on_fake(self, logits):
+        return F.relu(1 + logits).mean()
+
+    def for_generator(self, logits):
+        return -logits.mean()
+
+
+@LOSSES.register()
+class WGANGPLoss(AdversarialLoss):
+    """Wasserstein with gradient penalty (Gulrajani et al., 2017): the critic's loss is
+    unbounded, and the adversary adds `gradient_penalty`."""
+
+    name = "wgan-gp"
+    needs_gradient_penalty = True
+    bounded_below = False
+
+    def on_real(self, logits):
+        return -logits.mean()
+
+    def on_fake(self, logits):
+        return logits.mean()
+
+    def for_generator(self, logits):
+        return -logits.mean()
+
+
+BUILT_IN = (VanillaGANLoss, LSGANLoss, HingeGANLoss, WGANGPLoss)
+GAN_LOSS_TYPES = tuple(loss.name for loss in BUILT_IN)  # the short names a config may give
+
+
+def adversarial_loss(spec: str | AdversarialLoss, key: str = "gan_loss") -> AdversarialLoss:
+    """The loss a task's `gan_loss` names: a short name (`hinge`), a registered entry's name
+    (`HingeGANLoss`), or an entry already built from a node; else a ValueError naming `key`."""
+    if isinstance(spec, AdversarialLoss):
+        return spec
+    by_name = {loss.name: loss for loss in BUILT_IN}
+    if isinstance(spec, str) and spec in by_name:
+        return by_name[spec]()
+    if isinstance(spec, str) and spec in LOSSES:
+        entry = LOSSES.get(spec)
+        if isinstance(entry, type) and issubclass(entry, AdversarialLoss):
+            return entry()
+        raise ValueError(f"{key}: '{spec}' is a loss, but not an adversarial one (an AdversarialLoss subclass)")
+    if not isinstance(spec, str):
+        raise ValueError(f"{key}: expected a GAN loss name or an AdversarialLoss node, got {type(spec).__name__}")
+    raise ValueError(f"{key}: unknown GAN loss '{spec}'{did_you_mean(spec, GAN_LOSS_TYPES)} "
+                     f"(choose one of {', '.join(GAN_LOSS_TYPES)}, or a registered AdversarialLoss)")
 
 
 def gradient_penalty(critic: Callable[[torch.Tensor], torch.Tensor], real: torch.Tensor,

@@ -19,17 +19,29 @@ A Task is an nn.Module holding its networks (and losses). The engine calls only:
                              engine gathers it from every rank into the checkpoint and gives each
                              rank its own back on resume (default: none)
 
+What the tools ask of any task (declared here, so nobody asks `hasattr`):
+
+    network_examples(height, width) -> {name: (network, inputs)}: each network it runs, with
+                             example inputs of batch 1 for an image of that size (analyze_model)
+    deployable(direction)    -> (module, input kind, size divisor or noise channels) to export
+    upgrade_state_dict(state) renames an older release's checkpoint keys in place before loading
+
+A task whose product is a generator (a GAN) is a `GeneratorTask` (below): inference/, export
+and the tools ask it which generator to use and what that generator takes.
+
 A task never calls backward, zero_grad or an optimizer's step: `optim.update(loss, name)` does
 (see `UpdatesNetworks` for everything a task may call on `optim`).
 """
 
 from __future__ import annotations
 
-from contextlib import contextmanager
-from typing import Protocol
+from contextlib import contextmanager, nullcontext
+from typing import ClassVar, Protocol
 
 import torch
 from torch import nn
+
+from framework.errors import ConfigError
 
 
 class UpdatesNetworks(Protocol):
@@ -48,6 +60,11 @@ class UpdatesNetworks(Protocol):
 
 class Task(nn.Module):
     required_optimizers: tuple[str, ...] = ()
+    uses_double_backward = False  # a loss differentiates a gradient (R1, WGAN-GP): no SyncBatchNorm
+
+    def __init__(self):
+        super().__init__()
+        self.register_load_state_dict_pre_hook(_upgrade_on_load)
 
     def train_iteration(self, batches: list[dict], optim: UpdatesNetworks) -> dict:
         if len(batches) == 1:  # nothing to accumulate: the optimizers' default micro-step is 0 of 1
@@ -81,6 +98,18 @@ class Task(nn.Module):
     def load_rank_state_dict(self, state: dict) -> None:  # noqa: B027 (optional)
         """Restore what `rank_state_dict` returned in this rank before the checkpoint."""
 
+    def network_examples(self, height: int, width: int) -> dict[str, tuple[nn.Module, tuple]]:
+        """{name: (network, its example inputs of batch 1)} for an image of height x width."""
+        raise NotImplementedError(f"{type(self).__name__} does not say which networks it runs (network_examples)")
+
+    def deployable(self, direction: str | None = None) -> tuple[nn.Module, str, int]:
+        """(module to export, its input kind "image" or "noise", the size divisor of an image input
+        or the channels of a noise input)."""
+        raise NotImplementedError(f"{type(self).__name__} cannot be exported (deployable)")
+
+    def upgrade_state_dict(self, state: dict) -> None:  # noqa: B027 (optional)
+        """Rename, in place, the keys an older release wrote (checkpoints keep resuming)."""
+
     def networks(self) -> dict[str, nn.Module]:
         """Submodules with trainable parameters (an EMA copy or a loss has none)."""
         return {name: module for name, module in self.named_children()
@@ -109,6 +138,11 @@ def average_logs(logs: list[dict]) -> dict:
     return {key: value / counts[key] for key, value in sums.items()}
 
 
+def micro_step(optim: UpdatesNetworks, index: int, total: int):
+    """Micro-batch `index` of `total` (`optim.micro_step`); nothing to enter for a lone batch."""
+    return optim.micro_step(index, total) if total > 1 else nullcontext()
+
+
 def unwrap(module: nn.Module) -> nn.Module:
     """The network inside a DistributedDataParallel wrapper (the module itself otherwise)."""
     from torch.nn.parallel import DistributedDataParallel
@@ -132,3 +166,75 @@ def frozen(module: nn.Module):
     finally:
         for p, flag in flags:
             p.requires_grad_(flag)
+
+
+def _upgrade_on_load(module: Task, state: dict, prefix: str, *_) -> None:
+    if not prefix:  # the task itself is being loaded (not as a part of something else)
+        module.upgrade_state_dict(state)
+
+
+def rename_prefix(state: dict, old: str, new: str) -> None:
+    """Rename the keys of `state` that start with `old` to start with `new`, in place."""
+    for key in [key for key in state if key.startswith(old)]:
+        state[new + key[len(old):]] = state.pop(key)
+
+
+CONDITIONINGS = ("image", "unpaired", "noise", "labels")
+
+
+class GeneratorTask(Task):
+    """A task whose product is a generator (a GAN): what inference/, export, analysis and the
+    tools ask of it.
+
+    conditioning       what the generator takes: "image" (an image to translate, trained on
+                       pairs: pix2pix), "unpaired" (an image of one domain, trained without pairs:
+                       CycleGAN), "noise" (DCGAN), "labels" (a label map and noise: semantic
+                       synthesis)
+    directions         the names of its generators when it has several (CycleGAN's "AtoB",
+                       "BtoA"); () for one generator
+    noise_shape        one sample's noise (latent_dim, 1, 1), or None when it takes no noise
+    generator_for(direction)   the generator to evaluate and deploy: its EMA copy when kept
+    generator_inputs(batch, height, width, seed)   example inputs of that generator, in its
+                       own scale (images in [-1, 1], noise)
+    """
+
+    conditioning: ClassVar[str] = "image"
+    directions: ClassVar[tuple[str, ...]] = ()
+
+    @property
+    def noise_shape(self) -> tuple[int, ...] | None:
+        return None
+
+    def generator_for(self, direction: str | None = None) -> nn.Module:
+        raise NotImplementedError
+
+    def check_direction(self, direction: str | None) -> str | None:
+        """`direction` if this task has a generator of that name (None for a one-generator task),
+        else a ConfigError saying what it has."""
+        name = type(self).__name__
+        if not self.directions:
+            if direction is not None:
+                raise ConfigError(f"--direction: {name} has one generator; --direction is for a task that "
+                                 "translates both ways (CycleGANTask)")
+            return None
+        if direction not in self.directions:
+            raise ConfigError(f"--direction: {name} translates both ways; choose {' or '.join(self.directions)}"
+                             + ("" if direction is None else f", not {direction!r}"))
+        return direction
+
+    def generator_inputs(self, batch: int, height: int, width: int, seed: int = 0) -> tuple[torch.Tensor, ...]:
+        """Example inputs of the evaluation generator (batch x channels x height x width images
+        in [-1, 1], or noise), drawn from `seed`."""
+        draw = torch.Generator().manual_seed(seed)
+        if self.conditioning == "noise":
+            return (torch.randn(batch, *self.noise_shape, generator=draw),)
+        return (torch.rand(batch, 3, height, width, generator=draw) * 2 - 1,)
+
+    def deployable(self, direction: str | None = None) -> tuple[nn.Module, str, int]:
+        from framework.inference.export import ImageTranslator, NoiseToImage
+        from framework.inference.settings import network_size_divisor
+
+        generator = self.generator_for(direction)
+        if self.conditioning == "noise":
+            return NoiseToImage(generator).eval(), "noise", self.noise_shape[0]
+        return ImageTranslator(generator).eval(), "image", network_size_divisor(generator)

@@ -5,8 +5,10 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from framework.inference.segmentation import SegmentationPredictor
-from framework.inference.settings import InferenceSettings
+from framework.errors import ConfigError
+from framework.inference.export import NormalizedSegmenter
+from framework.inference.segmentation import SegmentationPredictor, pad_to_multiple
+from framework.inference.settings import InferenceSettings, network_size_divisor
 from framework.models.aux_head import LogitsWithAux
 from framework.registry import TASKS
 from framework.tasks.base import Task, total_loss
@@ -80,6 +82,19 @@ class SegmentationTask(Task):
 
     def predict(self, image: torch.Tensor) -> torch.Tensor:
         return self.predictor().predict(image)
+
+    def network_examples(self, height: int, width: int) -> dict[str, tuple[nn.Module, tuple]]:
+        """The model on what it sees after normalisation, padded to its size divisor."""
+        image = pad_to_multiple(torch.randn(1, self.mean.shape[1], height, width), network_size_divisor(self.model))
+        return {"model": (self.model, (image,))}
+
+    def deployable(self, direction: str | None = None) -> tuple[nn.Module, str, int]:
+        """The model with the normalisation inside: 0..255 images in, logits out."""
+        if direction is not None:
+            raise ConfigError(f"--direction: {type(self).__name__} has no generators; --direction is for a task "
+                              "that translates both ways (CycleGANTask)")
+        segmenter = NormalizedSegmenter(self.model, self.mean, self.std).eval()
+        return segmenter, "image", network_size_divisor(self.model)
 
     def val_step(self, batch: dict) -> dict:
         return {"pred": self.predict(batch["image"]), "target": batch["mask"]}
