@@ -170,7 +170,7 @@ def test_the_iteration_count_survives_a_state_dict_round_trip():
     assert not any(key.startswith("loss_d_r1_") for key in first)
     restored, restored_optim = task_and_optim()
     restored.load_state_dict(task.state_dict())
-    assert restored.adversary_a.d_steps == task.adversary_a.d_steps == task.adversary_b.d_steps == 1
+    assert restored.adversary_a.d_steps.value == task.adversary_a.d_steps.value == task.adversary_b.d_steps.value == 1
     second = restored.train_iteration([next(stream)], restored_optim)
     assert {"loss_d_r1_a", "loss_d_r1_b"} <= set(second)
 

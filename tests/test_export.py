@@ -23,7 +23,7 @@ def reference(task, inputs: torch.Tensor) -> np.ndarray:
     with torch.no_grad():
         if hasattr(task, "predictor"):
             return task.model(task.normalize(inputs)).numpy()
-        return ((task.eval_generator(inputs / 127.5 - 1) + 1) / 2).clamp(0, 1).numpy()
+        return ((task.generator_for()(inputs / 127.5 - 1) + 1) / 2).clamp(0, 1).numpy()
 
 
 def run_exported(path, fmt, inputs: torch.Tensor) -> np.ndarray:

@@ -188,7 +188,7 @@ def test_unconditional_gan_with_d_steps_per_g_step_and_ema_equals_the_loop():
     assert_same_parameters(task.discriminator, reference_d)
     assert_same_parameters(task.generator_ema, reference_ema)
     assert ["loss_g" in step for step in logs] == [False, True, False, True, False]
-    assert task.state_dict()["adversary._extra_state"] == {"d_steps": ITERATIONS}  # the checkpointed counter
+    assert int(task.state_dict()["adversary.d_steps.count"]) == ITERATIONS  # the checkpointed counter
 
 
 def test_generator_step_leaves_d_grads_alone_and_discriminator_step_leaves_g_grads_alone():
@@ -222,7 +222,7 @@ def test_ema_generator_is_checkpointed_but_trained_by_no_optimizer():
     task = GANTask(TinyGenerator(LATENT), TinyDiscriminator(3), latent_dim=LATENT, ema_decay=0.99)
     optim = build_optimizers(optimizer_config(), task, max_iters=1)
     state = task.state_dict()
-    assert {"adversary._extra_state", "ema._extra_state", "fixed_noise"} <= set(state)
+    assert {"adversary.d_steps.count", "ema.updates.count", "fixed_noise"} <= set(state)
     assert any(k.startswith("ema.generator.") for k in state)
     assert set(task.networks()) == {"generator", "discriminator"}
     optimized = {id(p) for name in optim.names for p in optim.params(name)}
@@ -266,13 +266,13 @@ def test_gan_task_defaults_and_the_bounds_it_accepts():
             task.d_steps_per_g_step, task.ema, adversary.r1.weight, adversary.r1.interval) == (
         "vanilla", 1.0, 0.0, 1.0, 10.0, 1, None, 0.0, 1)
     ema = GANTask(TinyGenerator(), TinyDiscriminator(), ema_decay=0.0).ema
-    assert (ema.decay, ema.start, ema.updates) == (0.0, 0, 0)
+    assert (ema.decay, ema.start, ema.updates.value) == (0.0, 0, 0)
     assert GANTask(TinyGenerator(), TinyDiscriminator(), r1_weight=1.0, r1_interval=4).adversary.r1.interval == 4
     unconditional = GANTask(TinyGenerator(1), TinyDiscriminator(3), latent_dim=1)
     # 64 fixed noise vectors from a generator seeded with noise_seed 0: the same grid in every run
     expected = torch.randn(64, 1, 1, 1, generator=torch.Generator().manual_seed(0))
     assert torch.equal(unconditional.fixed_noise, expected)
-    assert unconditional.adversary.d_steps == 0
+    assert unconditional.adversary.d_steps.value == 0 and unconditional.adversary.d_steps.count.dtype == torch.int64
 
 
 @pytest.mark.parametrize("gan_loss, warned", [("hinge", True), ("wgan-gp", False)])

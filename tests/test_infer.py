@@ -157,7 +157,7 @@ def test_infer_runs_the_ema_generator_of_a_gan(pix2pix_run, tmp_path):
     task, _ = load_trained_task(pix2pix_run.config, pix2pix_run.checkpoint)
     image = torch.from_numpy(cv2.cvtColor(cv2.imread(str(tmp_path / "in" / "a.png")), cv2.COLOR_BGR2RGB))
     image = image.permute(2, 0, 1)[None].contiguous()
-    predictor = GeneratorPredictor(task)
+    predictor = GeneratorPredictor(task.generator_for(), task.noise_shape)
     assert predictor.generator is task.generator_ema
     expected = (predictor.translate(image)[0] * 255).round().byte().permute(1, 2, 0).numpy()
     assert np.abs(written.astype(int) - expected).max() == 0
@@ -178,7 +178,7 @@ def test_infer_draws_seeded_samples_from_an_unconditional_gan(dcgan_run, tmp_pat
     assert result.returncode == 0, result.stderr
     assert "5 images in" in result.stdout
     task, _ = load_trained_task(dcgan_run.config, dcgan_run.checkpoint)
-    predictor = GeneratorPredictor(task)
+    predictor = GeneratorPredictor(task.generator_for(), task.noise_shape)
     assert predictor.generator is task.generator_ema
     expected = predictor.sample(predictor.noise(5, 7, torch.device("cpu")))
     for i, image in enumerate(expected):

@@ -17,7 +17,7 @@ that reads them, and the count of D steps (checkpointed, so lazy R1 and ADA resu
 
 What it never owns: the discriminator. Each call is handed the network, because DDP wrapping
 replaces the task's attribute and the optimizers pick parameters by the task's child names.
-The adversary holds buffers and extra state only (DiffAugment's p and sums, the D-step count):
+The adversary holds buffers only (DiffAugment's p and sums, the D-step count):
 it is checkpointed with the task and is in no optimizer and no DDP wrapper.
 
 `suffix` names the discriminator in the logs when a task has several (CycleGAN's "_a", "_b":
@@ -32,7 +32,7 @@ import torch
 from torch import nn
 
 from framework.losses.gan import AdversarialLoss, adversarial_loss, gradient_penalty, sample_verdicts
-from framework.tasks.base import frozen, total_loss
+from framework.tasks.base import Counter, frozen, total_loss
 from framework.tasks.discriminator_step import LazyR1, d_diagnostics, d_input_pair, judge_fake_for_generator
 from framework.tasks.gan_health import GANHealth
 
@@ -58,7 +58,7 @@ class Adversary(nn.Module):
         self.feature_matching = feature_matching
         self.health = GANHealth(watch_d_loss=self.loss.bounded_below, suffix=suffix)
         self.suffix = suffix
-        self.d_steps = 0  # D updates done (extra state: checkpointed)
+        self.d_steps = Counter()  # D updates done
         self._r1_due = False
         self._verdicts: list[torch.Tensor] = []  # D's verdicts on the reals of this D step's micro-batches
 
@@ -69,9 +69,9 @@ class Adversary(nn.Module):
 
     def start_d_step(self) -> int:
         """Count one D update (call once per update, before its micro-batches); its number, 1, 2, ..."""
-        self.d_steps += 1
-        self._r1_due = self.r1.due(self.d_steps)
-        return self.d_steps
+        steps = self.d_steps.increment()
+        self._r1_due = self.r1.due(steps)
+        return steps
 
     def d_loss(self, discriminator: nn.Module, real: torch.Tensor, fake: torch.Tensor,
                condition: torch.Tensor | None = None, details: bool = True) -> tuple[torch.Tensor, dict]:
@@ -127,9 +127,3 @@ class Adversary(nn.Module):
 
     def diagnose(self, logged: dict[str, float]) -> list[str]:
         return self.health.check(logged)
-
-    def get_extra_state(self) -> dict:
-        return {"d_steps": self.d_steps}
-
-    def set_extra_state(self, state: dict) -> None:
-        self.d_steps = int(state["d_steps"])

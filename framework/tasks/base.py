@@ -168,6 +168,34 @@ def frozen(module: nn.Module):
             p.requires_grad_(flag)
 
 
+class Counter(nn.Module):
+    """A count that training reads and bumps every step as a python int (no device read per step)
+    and that is checkpointed as an int64 buffer `count`, written when saved and read back when loaded:
+    the one way the GAN parts keep their step counts (D steps, EMA updates)."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("count", torch.zeros((), dtype=torch.int64))
+        self._value = 0
+        self.register_load_state_dict_post_hook(_read_count)
+
+    @property
+    def value(self) -> int:
+        return self._value
+
+    def increment(self) -> int:
+        self._value += 1
+        return self._value
+
+    def _save_to_state_dict(self, destination, prefix, keep_vars):
+        self.count.fill_(self._value)  # the buffer follows the python count when saved, not per step
+        super()._save_to_state_dict(destination, prefix, keep_vars)
+
+
+def _read_count(counter: Counter, _) -> None:
+    counter._value = int(counter.count)
+
+
 def _upgrade_on_load(module: Task, state: dict, prefix: str, *_) -> None:
     if not prefix:  # the task itself is being loaded (not as a part of something else)
         module.upgrade_state_dict(state)

@@ -202,10 +202,11 @@ class CycleGANTask(GeneratorTask):
         `d_augment_b`, `generator_ab_ema`, `generator_ba_ema` as the task's children."""
         old = state.get("_extra_state")
         if isinstance(old, dict) and "iterations" in old:
-            iterations = int(state.pop("_extra_state")["iterations"])
-            state["adversary_a._extra_state"] = state["adversary_b._extra_state"] = {"d_steps": iterations}
+            iterations = torch.tensor(int(state.pop("_extra_state")["iterations"]))
+            for key in ("adversary_a.d_steps.count", "adversary_b.d_steps.count"):
+                state[key] = iterations.clone()
             if self.ema is not None:
-                state["ema._extra_state"] = {"updates": iterations}
+                state["ema.updates.count"] = iterations.clone()
         for domain in ("a", "b"):
             rename_prefix(state, f"d_augment_{domain}.", f"adversary_{domain}.augment.")
         for direction in ("ab", "ba"):

@@ -6,7 +6,7 @@
 
 Each average is a copy of its network without trainable parameters (a submodule of the EMA,
 so checkpointed, in no optimizer and no DDP wrapper). The EMA counts the generator updates it
-followed (extra state, checkpointed): for the first `start` of them it copies the generators
+followed (a `Counter`, checkpointed): for the first `start` of them it copies the generators
 (StyleGAN's ramp-free start), afterwards average <- decay x average + (1 - decay) x network.
 Buffers (normalisation statistics) are copied as they are.
 """
@@ -18,7 +18,7 @@ import copy
 import torch
 from torch import nn
 
-from framework.tasks.base import unwrap
+from framework.tasks.base import Counter, unwrap
 
 
 @torch.no_grad()
@@ -43,7 +43,7 @@ class EMA(nn.Module):
         for name, network in networks.items():
             self.add_module(name, copy.deepcopy(network).requires_grad_(False))
         self.decay, self.start = float(decay), start
-        self.updates = 0  # generator updates followed (extra state: checkpointed)
+        self.updates = Counter()  # generator updates followed
 
     def __getitem__(self, name: str) -> nn.Module:
         return self._modules[name]
@@ -51,13 +51,6 @@ class EMA(nn.Module):
     @torch.no_grad()
     def update(self, sources: dict[str, nn.Module]) -> None:
         """Follow one generator update of each (possibly DDP-wrapped) network in `sources`."""
-        self.updates += 1
-        copy_only = self.updates <= self.start
+        copy_only = self.updates.increment() <= self.start
         for name, source in sources.items():
             update_ema(self[name], unwrap(source), self.decay, copy_only)
-
-    def get_extra_state(self) -> dict:
-        return {"updates": self.updates}
-
-    def set_extra_state(self, state: dict) -> None:
-        self.updates = int(state["updates"])

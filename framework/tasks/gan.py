@@ -182,10 +182,10 @@ class GANTask(GeneratorTask):
         """0.3.0 kept the D-step count in a buffer `d_steps`, the DiffAugment as `d_augment` and
         the EMA generator as `generator_ema`."""
         if "d_steps" in state:
-            d_steps = int(state.pop("d_steps"))
-            state["adversary._extra_state"] = {"d_steps": d_steps}
+            d_steps = state.pop("d_steps")
+            state["adversary.d_steps.count"] = d_steps
             if self.ema is not None:
-                state["ema._extra_state"] = {"updates": d_steps // self.d_steps_per_g_step}
+                state["ema.updates.count"] = d_steps // self.d_steps_per_g_step
         rename_prefix(state, "d_augment.", "adversary.augment.")
         rename_prefix(state, "generator_ema.", "ema.generator.")
 

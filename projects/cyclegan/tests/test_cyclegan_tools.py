@@ -53,8 +53,10 @@ def test_evaluates_both_directions_and_logs_every_term(trained):
 def test_checkpoint_holds_four_networks_two_emas_and_each_ranks_pools(trained):
     state = load_checkpoint(trained / "checkpoints/iter_4.pth")
     prefixes = {key.split(".")[0] for key in state["task"]}
-    assert {*NETWORKS, "generator_ab_ema", "generator_ba_ema", "_extra_state"} <= prefixes
-    assert state["task"]["_extra_state"] == {"iterations": 4}
+    assert {*NETWORKS, "ema", "adversary_a", "adversary_b"} <= prefixes
+    assert any(key.startswith("ema.generator_ab.") for key in state["task"])
+    assert any(key.startswith("ema.generator_ba.") for key in state["task"])
+    assert int(state["task"]["adversary_a.d_steps.count"]) == int(state["task"]["ema.updates.count"]) == 4
     assert set(state["optim"]["optimizers"]) == {"generators", "discriminators"}
     pools = state["task_by_rank"][0]
     assert pools["pool_a"]["images"].shape == (3, 3, 32, 32) and pools["pool_b"]["images"].shape == (3, 3, 32, 32)
@@ -85,7 +87,7 @@ def test_test_tool_reproduces_the_evaluation_and_saves_rows(trained, tmp_path):
 
 def expected_translation(trained, direction, image):
     task, _ = load_trained_task(str(CONFIG), str(trained / "checkpoints/iter_4.pth"), TINY, torch.device("cpu"))
-    ema = getattr(task, "generator_ab_ema" if direction == "AtoB" else "generator_ba_ema")
+    ema = task.ema["generator_ab" if direction == "AtoB" else "generator_ba"]
     with torch.no_grad():
         out = to_unit(ema(to_signed(torch.from_numpy(image).permute(2, 0, 1)[None])))
     return (out[0] * 255).round().byte().permute(1, 2, 0).numpy()

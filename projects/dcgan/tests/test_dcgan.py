@@ -39,7 +39,7 @@ def test_sample_grids_of_the_fixed_noise_reach_tensorboard(trained):
     # The last grid is what the checkpointed (EMA) generator makes of the checkpointed fixed noise.
     state = load_checkpoint(trained / "checkpoints/iter_4.pth")["task"]
     generator = MODELS.build({"type": "DCGANGenerator", "latent_dim": 64, "base_channels": 8, "image_size": 32})
-    generator.load_state_dict({k.split(".", 1)[1]: v for k, v in state.items() if k.startswith("generator_ema.")})
+    generator.load_state_dict({k.removeprefix("ema.generator."): v for k, v in state.items() if k.startswith("ema.generator.")})
     with torch.no_grad():
         samples = ((generator.eval()(state["fixed_noise"]) + 1) / 2).clamp(0, 1)
     expected = (make_grid(samples, nrow=4, padding=2) * 255).permute(1, 2, 0).numpy()
@@ -50,7 +50,7 @@ def test_sample_grids_of_the_fixed_noise_reach_tensorboard(trained):
 def test_checkpoint_holds_the_fixed_noise_and_the_ema_generator(trained):
     state = load_checkpoint(trained / "checkpoints/iter_4.pth")
     assert state["task"]["fixed_noise"].shape == (16, 64, 1, 1)
-    assert any(k.startswith("generator_ema.") for k in state["task"])
+    assert any(k.startswith("ema.generator.") for k in state["task"])
     assert set(state["optim"]["optimizers"]) == {"generator", "discriminator"}
 
 

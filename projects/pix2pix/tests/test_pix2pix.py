@@ -46,8 +46,9 @@ def test_evaluates_at_start_and_logs_every_loss_term(trained):
 def test_checkpoint_holds_generator_discriminator_ema_optimizers_and_schedulers(trained):
     state = load_checkpoint(trained / "checkpoints/iter_4.pth")
     prefixes = {key.split(".")[0] for key in state["task"]}
-    assert {"generator", "discriminator", "generator_ema", "d_steps"} <= prefixes
-    assert int(state["task"]["d_steps"]) == 4
+    assert {"generator", "discriminator", "ema", "adversary"} <= prefixes
+    assert any(key.startswith("ema.generator.") for key in state["task"])
+    assert int(state["task"]["adversary.d_steps.count"]) == int(state["task"]["ema.updates.count"]) == 4
     assert set(state["optim"]["optimizers"]) == {"generator", "discriminator"}
     assert set(state["optim"]["schedulers"]) == {"generator", "discriminator"}
     assert all(s["state"] for s in state["optim"]["optimizers"].values())  # Adam moments were saved
