@@ -9,14 +9,16 @@ May import: errors and torch; no other framework package. Every helper works in 
 single-process run too.
 """
 
-from framework.dist.ddp import NetworkDDP, unwrapped_networks, wrap_networks
+from framework.dist.ddp import NetworkDDP, unwrap, unwrapped_networks, wrap_networks
 from framework.dist.process_group import (
     agree_any,
     agree_on_stop,
+    all_gather_rows,
     all_reduce_mean,
     all_reduce_min,
     all_reduce_sum_,
     barrier,
+    broadcast_from_main_,
     destroy_distributed,
     gather_by_rank,
     get_rank,
@@ -27,6 +29,7 @@ from framework.dist.process_group import (
     launched_by_torchrun,
 )
 
-__all__ = ["NetworkDDP", "agree_any", "agree_on_stop", "all_reduce_mean", "all_reduce_min", "all_reduce_sum_", "barrier",
-           "destroy_distributed", "gather_by_rank", "get_rank", "get_world_size", "init_distributed",
-           "is_distributed", "is_main", "launched_by_torchrun", "unwrapped_networks", "wrap_networks"]
+__all__ = ["NetworkDDP", "agree_any", "agree_on_stop", "all_gather_rows", "all_reduce_mean", "all_reduce_min",
+           "all_reduce_sum_", "barrier", "broadcast_from_main_", "destroy_distributed", "gather_by_rank", "get_rank",
+           "get_world_size", "init_distributed", "is_distributed", "is_main", "launched_by_torchrun", "unwrap",
+           "unwrapped_networks", "wrap_networks"]
