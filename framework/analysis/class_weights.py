@@ -27,7 +27,7 @@ from torch import nn
 from framework.analysis.dataset_scan import class_totals, scan
 from framework.dist import broadcast_from_main_, is_main
 from framework.errors import ConfigError
-from framework.losses.segmentation import AUTO_WEIGHT_METHODS as METHODS
+from framework.losses.pixel_base import AUTO_WEIGHT_METHODS as METHODS
 
 CACHE_NAME = "class_weights.json"
 logger = logging.getLogger("framework")
