@@ -5,8 +5,7 @@ import torch
 import torch.nn.functional as F
 
 from framework.errors import ConfigError
-from framework.losses import BCEWithLogitsLoss, CombinedLoss, CrossEntropyLoss, DiceLoss
-from framework.losses import cross_entropy
+from framework.losses import BCEWithLogitsLoss, CombinedLoss, CrossEntropyLoss, DiceLoss, cross_entropy
 from framework.registry import LOSSES
 
 IGNORE = 255

@@ -1,11 +1,11 @@
 """Losses. Importing this package registers them in LOSSES."""
 
 from framework.losses import cross_entropy, feature_matching, gan, hard_pixels, perceptual, segmentation  # noqa: F401
+from framework.losses.cross_entropy import OHEM, CrossEntropyLoss
 from framework.losses.feature_matching import FeatureMatchingLoss
 from framework.losses.gan import GAN_LOSS_TYPES, GANLoss, gradient_penalty, r1_penalty
 from framework.losses.hard_pixels import FocalLoss, LovaszLoss, TverskyLoss
 from framework.losses.perceptual import VGGPerceptualLoss
-from framework.losses.cross_entropy import OHEM, CrossEntropyLoss
 from framework.losses.segmentation import BCEWithLogitsLoss, CombinedLoss, DiceLoss
 
 __all__ = ["CrossEntropyLoss", "OHEM", "BCEWithLogitsLoss", "DiceLoss", "FocalLoss", "TverskyLoss", "LovaszLoss",
