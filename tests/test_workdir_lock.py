@@ -11,8 +11,8 @@ import sys
 
 import pytest
 
-from framework.errors import ConfigError
 from framework.checkpoint.run_folder import run_checkpoints as run_files
+from framework.errors import ConfigError
 from framework.runtime.workdir import LOCK_FILE, claim_work_dir, leftover_files
 
 
