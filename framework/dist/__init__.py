@@ -5,8 +5,10 @@ variables turned into torchrun's in `slurm.py`) and the reductions every rank ca
 (`process_group.py`), `NetworkDDP` and `wrap_networks`
 (`ddp.py`: each network wrapped apart, no `module.` in state dicts), and SyncBN conversion
 (`sync_bn.py`: torch's on CUDA, an all-reduce implementation on CPU/gloo).
-May import: errors and torch; no other framework package. Every helper works in a plain
-single-process run too.
+Every other package calls these instead of torch.distributed: `unwrap` (the network inside a
+DDP wrapper), `all_reduce_sum_`, `all_gather_rows`, `broadcast_from_main_`, `get_rank`, ...
+May import: errors; torch, and no other framework package, so every layer may use it. Every
+helper works in a plain single-process run too.
 """
 
 from framework.dist.ddp import NetworkDDP, unwrap, unwrapped_networks, wrap_networks
