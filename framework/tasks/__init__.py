@@ -7,5 +7,6 @@ May import: errors, registry, dist, models, losses, visualization, inference (th
 never optim, checkpoint or the engine (a task only asks `optim` for updates).
 """
 
+from framework.dist import unwrap  # noqa: F401  (one unwrap for all: tasks/base.py's own is to go)
 from framework.tasks import cyclegan, gan, segmentation  # noqa: F401  (fill the registry)
-from framework.tasks.base import Task, frozen, unwrap  # noqa: F401
+from framework.tasks.base import Task, frozen  # noqa: F401
