@@ -39,6 +39,7 @@ sys.path.insert(0, str(REPO))
 
 import framework  # noqa: E402, F401
 import projects.dcgan  # noqa: E402, F401
+from framework.checkpoint.run_folder import checkpoint_folder, iteration_name  # noqa: E402
 from framework.data.shapes import SyntheticShapes  # noqa: E402
 from framework.metrics.generative import SWD  # noqa: E402
 from framework.registry import MODELS  # noqa: E402
@@ -110,7 +111,7 @@ def train(config: Path, overrides: list[str], seed: int, iters: int, work_dir: P
     command = [sys.executable, str(REPO / "tools/train.py"), "--config", str(config), "--work-dir", str(work_dir),
                "--overwrite", *common, *overrides]
     subprocess.run(command, check=True, cwd=REPO, stdout=subprocess.DEVNULL)
-    return work_dir / f"checkpoints/iter_{iters}.pth"
+    return checkpoint_folder(work_dir) / iteration_name(iters)
 
 
 @torch.no_grad()

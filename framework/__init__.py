@@ -1,9 +1,12 @@
 """A config-driven PyTorch training framework for semantic segmentation and GANs.
 
+Owns: the registries' entry point and lazy access to the packages (`framework.models`,
+`framework.data`, ... imported on first attribute access); the albumentations environment setting.
+May import: registry; the packages only lazily, by name (`importlib`), on first access.
+
 `import framework` is cheap: it imports neither torch nor albumentations. Each registry imports
 its built-in components on its first lookup (see `Registry.add_source` in framework/registry.py),
-so the tools read and validate a config before paying for torch, and `framework.models`,
-`framework.data`, ... are imported on first attribute access.
+so the tools read and validate a config before paying for torch.
 """
 
 import importlib

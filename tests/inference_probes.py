@@ -49,7 +49,7 @@ def auto_weights_on_rank(rank: int, port: int, work_dir: str, out: str) -> None:
 
     from framework.analysis.class_weights import resolve_auto_class_weights
     from framework.data.shapes import SyntheticShapes
-    from framework.losses.segmentation import CrossEntropyLoss
+    from framework.losses.cross_entropy import CrossEntropyLoss
 
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)

@@ -12,7 +12,8 @@ import torch.nn.functional as F
 
 from framework.analysis.class_weights import CACHE_NAME, class_pixel_counts, compute_weights
 from framework.data.shapes import SyntheticShapes
-from framework.losses.segmentation import BCEWithLogitsLoss, CrossEntropyLoss, DiceLoss
+from framework.losses.cross_entropy import CrossEntropyLoss
+from framework.losses.segmentation import BCEWithLogitsLoss, DiceLoss
 from support import REPO, call_tool, free_port
 
 PIXELS = np.array([100, 10, 0, 30])

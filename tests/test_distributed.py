@@ -265,3 +265,28 @@ def test_sigterm_to_torchrun_stops_every_rank_at_one_iteration_with_a_checkpoint
     assert state["meta"]["iter"] == stop and sorted(state["rng"]) == [0, 1]
     rank1_iterations = [int(line.split()[0]) for line in (tmp_path / "losses.txt.rank1").read_text().splitlines()]
     assert rank1_iterations[-1] == stop  # rank 1 stopped at the same iteration
+
+
+def test_dist_helpers_gather_unequal_rows_broadcast_rank_0_and_unwrap_ddp(tmp_path):
+    """What metrics/, models/ and analysis/ call instead of torch.distributed, on 2 real ranks."""
+    result = run_forked_ranks(2, str(REPO / "tests/scripts/dist_helpers_ddp.py"), tmp_path,
+                              folder=tmp_path / "out", timeout=120)
+    assert result.returncode == 0, result.stderr[-3000:]
+    for rank in range(2):
+        values = json.loads((tmp_path / f"rank{rank}.json").read_text())
+        assert values["world_size"] == 2
+        # rank 0's three rows then rank 1's one, the padding cut off
+        assert values["gathered"] == [[1.0, 0.0], [1.0, 1.0], [1.0, 2.0], [2.0, 0.0]]
+        assert values["broadcast"] == [[10.0] * 3] * 2
+        assert values["unwrap_is_network"] and values["unwrap_of_plain"]
+
+
+def test_dist_helpers_in_one_process_leave_the_tensor_alone():
+    from framework.dist import all_gather_rows, broadcast_from_main_, unwrap
+
+    rows = torch.arange(6.0).reshape(3, 2)
+    assert all_gather_rows(rows) is rows
+    counts = torch.tensor([4.0, 5.0])
+    assert broadcast_from_main_(counts) is counts and counts.tolist() == [4.0, 5.0]
+    network = nn.Linear(2, 2)
+    assert unwrap(network) is network

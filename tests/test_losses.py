@@ -5,8 +5,7 @@ import torch
 import torch.nn.functional as F
 
 from framework.errors import ConfigError
-from framework.losses import BCEWithLogitsLoss, CombinedLoss, CrossEntropyLoss, DiceLoss
-from framework.losses import segmentation as segmentation_losses
+from framework.losses import BCEWithLogitsLoss, CombinedLoss, CrossEntropyLoss, DiceLoss, cross_entropy
 from framework.registry import LOSSES
 
 IGNORE = 255
@@ -45,7 +44,7 @@ def test_cross_entropy_matches_functional(kwargs):
 
 def take_the_gpu_path(monkeypatch):
     """CrossEntropyLoss's mean as on a GPU (no value read back), computed on the CPU."""
-    monkeypatch.setattr(segmentation_losses, "_nll_mean", segmentation_losses._nll_mean_without_sync)
+    monkeypatch.setattr(cross_entropy, "_nll_mean", cross_entropy._nll_mean_without_sync)
 
 
 @pytest.mark.parametrize("path", ["cpu", "gpu"])

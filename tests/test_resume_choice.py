@@ -67,6 +67,32 @@ def test_resume_without_a_checkpoint_is_an_error_and_auto_resume_starts_afresh(t
     assert checkpoint_to_resume(str(tmp_path), None, True) is None
 
 
+def test_the_untrained_start_alone_is_nothing_to_resume(tmp_path, no_restart):
+    """iter_0.pth alone: --resume says to train without it, auto_resume starts afresh; with
+    iter_1.pth beside it (the first trained checkpoint), both resume iter_1.pth."""
+    work_dir = run_with_checkpoints(tmp_path, 0)
+    ckpt.write_latest(work_dir / "checkpoints", "iter_0.pth")
+    start = work_dir / "checkpoints/iter_0.pth"
+    with pytest.raises(CheckpointError, match=f"^--resume: {re.escape(str(start))} is the untrained start "
+                       r"\(saved before the first iteration\), nothing to continue: train without --resume$"):
+        checkpoint_to_resume(str(work_dir), True, False)
+    assert checkpoint_to_resume(str(work_dir), None, True) is None
+    path, _ = checkpoint_to_resume(str(work_dir), str(start), False)  # a path given: taken as it is
+    assert path == start
+    run_with_checkpoints(tmp_path, 1)
+    ckpt.write_latest(work_dir / "checkpoints", "iter_1.pth")  # as the checkpoint hook writes it
+    for resume, auto in ((True, False), (None, True)):
+        path, state = checkpoint_to_resume(str(work_dir), resume, auto)
+        assert path == work_dir / "checkpoints/iter_1.pth" and state["meta"] == {"iter": 1}
+
+
+def test_resume_of_a_run_with_only_best_pth_is_an_error(tmp_path, no_restart):
+    ckpt.save_checkpoint({"meta": {"iter": 3}, "task": {}, "optim": {}, "rng": {}}, tmp_path / "checkpoints/best.pth")
+    with pytest.raises(CheckpointError, match="^--resume: no checkpoint to resume from in "):
+        checkpoint_to_resume(str(tmp_path), True, False)
+    assert checkpoint_to_resume(str(tmp_path), None, True) is None
+
+
 def test_config_changes_name_the_first_differences_in_key_order():
     saved = yaml.safe_dump({"work_dir": "a", "auto_resume": False, "seed": 0,
                             "optim": {"lr": 0.1, "momentum": 0.9}, "train": {"max_iters": 6}})

@@ -95,7 +95,8 @@ def test_a_run_that_never_saved_a_checkpoint_does_not_block_the_next(tmp_path):
     assert result.returncode == 0, result.stderr
     aside = [p for p in tmp_path.iterdir() if p.name.startswith("wd.old-")]
     assert len(aside) == 1 and (aside[0] / "metrics.jsonl").read_text() == '{"iter": 2, "mIoU": 0.1}\n'
-    notice = f"moved metrics.jsonl, tensorboard events of a run without a checkpoint in {work_dir} to {aside[0]}"
+    notice = (f"moved metrics.jsonl, tensorboard events of a run without a trained checkpoint in {work_dir} "
+              f"to {aside[0]}")
     assert notice in result.stdout and notice in (work_dir / "train.log").read_text()
     assert not (work_dir / "metrics.jsonl").exists()
     assert [p.name for p in (work_dir / "tensorboard").iterdir()] != ["events.out.tfevents.1.host"]
@@ -251,3 +252,40 @@ def test_a_best_metric_found_wrong_at_the_first_evaluation_keeps_that_iterations
                         "metrics=[{type: ScoreOfOne}]", "train.best_metric=score", "--resume")
     assert resumed.returncode == 0, resumed.stderr
     assert "resumed from" in resumed.stdout
+
+
+def test_a_channel_mismatch_at_the_first_evaluation_leaves_no_run_and_the_corrected_command_goes_ahead(tmp_path):
+    """Issue 42: the evaluation before the first iteration (val_at_start) finds the network's
+    4 input channels against the data's 3. Nothing is trained, so nothing is saved and --resume
+    is not suggested; the corrected command starts. A folder where framework 0.2 left the
+    untrained start (iter_0.pth) behind is no run either: --resume says so before anything is
+    written, and the corrected command moves it aside and goes ahead."""
+    work_dir = tmp_path / "wd"
+    run = [*RUN, "train.val_at_start=true", "data.val.num_workers=0"]
+    failed = call_tool("train", "--config", CONFIG, "--work-dir", work_dir, *run, "task.model.in_channels=4")
+    assert failed.returncode == 2
+    assert "error: evaluation at iteration 0 failed:" in failed.stderr and "4 channels" in failed.stderr
+    assert "--resume" not in failed.stdout + failed.stderr
+    assert not (work_dir / "checkpoints").exists()
+    corrected = call_tool("train", "--config", CONFIG, "--work-dir", work_dir, *run)
+    assert corrected.returncode == 0, corrected.stderr
+    assert ckpt.read_latest(work_dir / "checkpoints").name == "iter_4.pth"
+
+    left_by_0_2 = tmp_path / "left"
+    untrained = ckpt.load_checkpoint(work_dir / "checkpoints/iter_2.pth")
+    ckpt.save_checkpoint({**untrained, "meta": {**untrained["meta"], "iter": 0}}, left_by_0_2 / "checkpoints/iter_0.pth")
+    ckpt.write_latest(left_by_0_2 / "checkpoints", "iter_0.pth")
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+    resumed = call_tool("train", "--config", CONFIG, "--work-dir", left_by_0_2, *run, "--resume")
+    assert resumed.returncode == 2
+    assert resumed.stderr.strip().splitlines()[-1] == (
+        f"error: --resume: {left_by_0_2 / 'checkpoints/iter_0.pth'} is the untrained start (saved before the "
+        "first iteration), nothing to continue: train without --resume")
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before  # nothing written or moved
+    rerun = call_tool("train", "--config", CONFIG, "--work-dir", left_by_0_2, *run)
+    assert rerun.returncode == 0, rerun.stderr
+    aside = [p for p in tmp_path.iterdir() if p.name.startswith("left.old-")]
+    assert len(aside) == 1 and ckpt.read_latest(aside[0] / "checkpoints").name == "iter_0.pth"
+    assert (f"moved checkpoints/iter_0.pth (the untrained start) of a run without a trained checkpoint in "
+            f"{left_by_0_2} to {aside[0]}") in rerun.stdout
+    assert ckpt.read_latest(left_by_0_2 / "checkpoints").name == "iter_4.pth"

@@ -11,8 +11,9 @@ import sys
 
 import pytest
 
+from framework.checkpoint.run_folder import run_checkpoints as run_files
 from framework.errors import ConfigError
-from framework.runtime.workdir import LOCK_FILE, claim_work_dir, leftover_files, run_files
+from framework.runtime.workdir import LOCK_FILE, claim_work_dir, leftover_files
 
 
 def lock_of(pid, host=None):
@@ -97,6 +98,28 @@ def test_a_run_is_its_checkpoints_and_records_without_one_are_leftovers(tmp_path
     assert run_files(tmp_path) == [] and leftover_files(tmp_path) == ["metrics.jsonl", "tensorboard events"]
     make_run(tmp_path, *(f"checkpoints/iter_{i}.pth" for i in (2, 4, 6, 8)))
     assert run_files(tmp_path) == ["iter_2.pth", "iter_4.pth", "iter_6.pth"]
+
+
+def test_the_untrained_start_alone_is_no_run_but_a_leftover(tmp_path):
+    """iter_0.pth (saved before the first iteration) shows no run; with iter_1.pth, the first
+    trained checkpoint, the folder holds one and iter_0.pth is no leftover."""
+    make_run(tmp_path, "checkpoints/iter_0.pth", "checkpoints/latest", "metrics.jsonl")
+    assert run_files(tmp_path) == []
+    assert leftover_files(tmp_path) == ["checkpoints/iter_0.pth (the untrained start)", "metrics.jsonl"]
+    make_run(tmp_path, "checkpoints/iter_1.pth")
+    assert run_files(tmp_path) == ["iter_1.pth"]
+    assert leftover_files(tmp_path) == ["metrics.jsonl"]
+
+
+def test_a_folder_whose_only_checkpoint_is_the_untrained_start_is_moved_aside(tmp_path):
+    work_dir = tmp_path / "wd"
+    make_run(work_dir, "checkpoints/iter_0.pth", "checkpoints/latest")
+    with claim_work_dir(work_dir, resuming=False) as notices:
+        assert sorted(p.name for p in work_dir.iterdir()) == [LOCK_FILE]
+    aside = [p for p in tmp_path.iterdir() if p.name.startswith("wd.old-")]
+    assert len(aside) == 1 and (aside[0] / "checkpoints/iter_0.pth").read_text() == "x"
+    assert notices == [f"moved checkpoints/iter_0.pth (the untrained start) of a run without a trained checkpoint "
+                       f"in {work_dir} to {aside[0]}"]
 
 
 def test_a_folder_holding_a_run_is_refused_unless_resumed_or_overwritten(tmp_path, framework_log):

@@ -57,9 +57,11 @@ def main(args: argparse.Namespace) -> int:
     cfg.work_dir = args.work_dir or cfg.work_dir or default_work_dir(args.config)
     from framework.dist import destroy_distributed, init_distributed, is_main
     from framework.engine.build import build_trainer, select_device
-    from framework.engine.resume import auto_resume_enabled
+    from framework.engine.resume import auto_resume_enabled, require_run_to_resume
     from framework.runtime.workdir import claim_work_dir
 
+    if args.resume is True:  # before the work dir is claimed, which may move an untrained start aside
+        require_run_to_resume(cfg.work_dir)
     resuming = bool(args.resume) or auto_resume_enabled(cfg.auto_resume)
     trainer = None
     try:

@@ -25,8 +25,9 @@ import torch
 from torch import nn
 
 from framework.analysis.dataset_scan import class_totals, scan
+from framework.dist import broadcast_from_main_, is_main
 from framework.errors import ConfigError
-from framework.losses.segmentation import AUTO_WEIGHT_METHODS as METHODS
+from framework.losses.pixel_base import AUTO_WEIGHT_METHODS as METHODS
 
 CACHE_NAME = "class_weights.json"
 logger = logging.getLogger("framework")
@@ -94,18 +95,11 @@ def resolve_auto_class_weights(task: nn.Module, dataset, work_dir: str | None, d
         return
     if not hasattr(dataset, "num_classes"):
         raise ConfigError("weight: auto needs a segmentation training dataset (with masks and num_classes)")
-    import torch.distributed as dist
-
-    distributed = dist.is_available() and dist.is_initialized()
     counts = torch.zeros(2, dataset.num_classes, dtype=torch.float64)
-    if not distributed or dist.get_rank() == 0:
+    if is_main():
         pixels, image_pixels = class_pixel_counts(dataset, work_dir, dataset_config, workers)
         counts = torch.from_numpy(np.stack([pixels, image_pixels]).astype(np.float64))
-    if distributed:  # rank 0's counts everywhere (gloo and NCCL both broadcast CPU/CUDA tensors)
-        backend_device = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else "cpu"
-        counts = counts.to(backend_device)
-        dist.broadcast(counts, src=0)
-        counts = counts.cpu()
+    broadcast_from_main_(counts)  # every rank calls it: rank 0's counts everywhere
     pixels, image_pixels = counts.numpy().astype(np.int64)
     for loss in losses:
         weights = compute_weights(pixels, image_pixels, loss.auto_weight_method)

@@ -1,9 +1,7 @@
 """Checkpoint files: atomic writes, safe reads, the `latest` pointer, retention and resume.
 
-Layout of `<work_dir>/checkpoints/`:
-    iter_<N>.pth   one per ckpt_interval, at the end and on SIGTERM/SIGINT (the last `keep_last` kept)
-    latest         a text file naming the newest complete iter_<N>.pth
-    best.pth       the best by train.best_metric, kept apart from the rotation
+Where they are and how they are named is run_folder.py's (`<work_dir>/checkpoints/iter_<N>.pth`,
+`latest`, `best.pth`); this module reads and writes them.
 
 Writes go to a temp file in the same folder, are fsynced, then renamed over the final name,
 and `latest` is rewritten (the same way) only after that: a crash never leaves a partial file
@@ -22,14 +20,20 @@ from pathlib import Path
 
 import torch
 
+# read_latest also answers here, where it lived before 0.3.0.
+from framework.checkpoint.run_folder import (  # noqa: F401
+    LATEST,
+    iteration_checkpoints,
+    iteration_of,
+    read_latest,
+    resume_candidates,
+)
 from framework.errors import CheckpointError
 from framework.serialization.weights_file import UnsafeCheckpointError, read_weights_file
 
 logger = logging.getLogger("framework")
 
-LATEST = "latest"
 TRAINING_CHECKPOINT_KEYS = ("meta", "task", "optim", "rng")
-_ITER_NAME = re.compile(r"^iter_(\d+)\.pth$")
 _TEMP_NAME = re.compile(r"^\..+\.tmp-(\d+)$")
 
 
@@ -168,39 +172,8 @@ def load_task_weights(task, state: dict, path: str | os.PathLike) -> None:
         raise CheckpointError(f"{path} does not fit this config's task: {reason[:300]}") from err
 
 
-def iteration_checkpoints(folder: str | os.PathLike) -> list[Path]:
-    """iter_<N>.pth files in `folder`, oldest first."""
-    folder = Path(folder)
-    if not folder.is_dir():
-        return []
-    found = [(int(m.group(1)), p) for p in folder.iterdir() if (m := _ITER_NAME.match(p.name))]
-    return [p for _, p in sorted(found)]
-
-
 def write_latest(folder: Path, name: str) -> None:
     atomic_write_bytes(folder / LATEST, lambda f: f.write(name.encode()))
-
-
-def read_latest(folder: str | os.PathLike) -> Path | None:
-    pointer = Path(folder) / LATEST
-    if not pointer.is_file():
-        return None
-    try:
-        name = pointer.read_bytes().decode("utf-8").strip()
-    except (OSError, UnicodeDecodeError):
-        name = None
-    if not name or not _ITER_NAME.match(name):  # damaged: the iteration checkpoints are tried instead
-        logger.warning(f"warning: {pointer} does not name a checkpoint (iter_<N>.pth); ignoring it")
-        return None
-    return Path(folder) / name
-
-
-def resume_candidates(folder: str | os.PathLike) -> list[Path]:
-    """Checkpoints to resume from, in order of preference: the one `latest` names, then the
-    other iteration checkpoints, newest first."""
-    latest = read_latest(folder)
-    others = [p for p in reversed(iteration_checkpoints(folder)) if p != latest]
-    return ([latest] if latest is not None else []) + others
 
 
 def load_latest_checkpoint(folder: str | os.PathLike) -> tuple[Path, dict] | None:
@@ -233,7 +206,7 @@ def prune(folder: Path, keep_last: int, current_iter: int | None = None) -> None
         return
     found = iteration_checkpoints(folder)
     if current_iter is not None:
-        abandoned = [p for p in found if int(_ITER_NAME.match(p.name).group(1)) > current_iter]
+        abandoned = [p for p in found if iteration_of(p) > current_iter]
         found = abandoned + [p for p in found if p not in abandoned]
     for old in found[:-keep_last]:
         old.unlink(missing_ok=True)

@@ -3,8 +3,8 @@
 Owns: reading config files (`files.py`), the public keys' defaults and ranges (`schema.py`, written
 with the rules of `rules.py`), overrides and validation (`loading.py`), and locating the user
 modules a config names (`custom_imports.py`).
-May import: `framework.registry` and `framework.errors` only, and no torch, so a tool can
-validate a config and answer `--help` before paying for torch.
+May import: `framework.registry` and `framework.errors`; no torch, so a tool can validate a
+config and answer `--help` before paying for torch.
 
     from framework.config import load_config
     cfg = load_config("configs/segmentation/unet_shapes.yaml", ["optim.lr=0.01"])

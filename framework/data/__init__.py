@@ -1,5 +1,10 @@
 """Datasets and transforms: importing this package registers them in DATASETS and TRANSFORMS.
 
+Owns: datasets (`base.py`, `folder.py`, `images.py`, `unpaired.py`, `shapes.py`, N-channel reading
+in `channels.py`), the albumentations pipeline (`transforms.py`), samplers (`sampler.py`), loaders
+(`loader.py`) and the decoded-sample cache (`cache.py`).
+May import: errors, registry, dist, visualization (a dataset's palette).
+
 Dataset authors (projects, user code) also get the folder toolkit the built-in datasets use:
 `IMAGE_SUFFIXES`, `read_rgb_image`, `files_by_stem`, `require_dir`, `require_all`.
 """

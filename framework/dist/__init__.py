@@ -5,18 +5,22 @@ variables turned into torchrun's in `slurm.py`) and the reductions every rank ca
 (`process_group.py`), `NetworkDDP` and `wrap_networks`
 (`ddp.py`: each network wrapped apart, no `module.` in state dicts), and SyncBN conversion
 (`sync_bn.py`: torch's on CUDA, an all-reduce implementation on CPU/gloo).
-May import: errors and torch; no other framework package. Every helper works in a plain
-single-process run too.
+Every other package calls these instead of torch.distributed: `unwrap` (the network inside a
+DDP wrapper), `all_reduce_sum_`, `all_gather_rows`, `broadcast_from_main_`, `get_rank`, ...
+May import: errors; torch, and no other framework package, so every layer may use it. Every
+helper works in a plain single-process run too.
 """
 
-from framework.dist.ddp import NetworkDDP, unwrapped_networks, wrap_networks
+from framework.dist.ddp import NetworkDDP, unwrap, unwrapped_networks, wrap_networks
 from framework.dist.process_group import (
     agree_any,
     agree_on_stop,
+    all_gather_rows,
     all_reduce_mean,
     all_reduce_min,
     all_reduce_sum_,
     barrier,
+    broadcast_from_main_,
     destroy_distributed,
     gather_by_rank,
     get_rank,
@@ -27,6 +31,7 @@ from framework.dist.process_group import (
     launched_by_torchrun,
 )
 
-__all__ = ["NetworkDDP", "agree_any", "agree_on_stop", "all_reduce_mean", "all_reduce_min", "all_reduce_sum_", "barrier",
-           "destroy_distributed", "gather_by_rank", "get_rank", "get_world_size", "init_distributed",
-           "is_distributed", "is_main", "launched_by_torchrun", "unwrapped_networks", "wrap_networks"]
+__all__ = ["NetworkDDP", "agree_any", "agree_on_stop", "all_gather_rows", "all_reduce_mean", "all_reduce_min",
+           "all_reduce_sum_", "barrier", "broadcast_from_main_", "destroy_distributed", "gather_by_rank", "get_rank",
+           "get_world_size", "init_distributed", "is_distributed", "is_main", "launched_by_torchrun", "unwrap",
+           "unwrapped_networks", "wrap_networks"]

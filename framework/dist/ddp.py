@@ -13,6 +13,12 @@ from torch.nn.parallel import DistributedDataParallel
 from framework.dist.process_group import is_distributed
 
 
+def unwrap(module: nn.Module) -> nn.Module:
+    """The network inside a DistributedDataParallel wrapper (the module itself otherwise): the one
+    place that knows DDP's `.module`, so no other package re-derives it."""
+    return module.module if isinstance(module, DistributedDataParallel) else module
+
+
 class NetworkDDP(DistributedDataParallel):
     """DDP whose state dict has no `module.` level, so checkpoints from 1 and N processes match.
 

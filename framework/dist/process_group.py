@@ -57,6 +57,37 @@ def all_reduce_mean(tensor: torch.Tensor) -> torch.Tensor:
     return tensor / get_world_size()
 
 
+def all_gather_rows(rows: torch.Tensor) -> torch.Tensor:
+    """Every rank's rows (dim 0) concatenated in rank order, on every rank; row counts may differ
+    between ranks (a collective; `rows` itself in a single process). Reads the counts on the
+    host: for evaluation, not for the training step."""
+    if not is_distributed():
+        return rows
+    count = torch.tensor([rows.shape[0]], device=rows.device)
+    counts = [torch.zeros_like(count) for _ in range(get_world_size())]
+    dist.all_gather(counts, count)
+    counts = [int(c) for c in counts]
+    # all_gather needs equal shapes: pad every rank's rows to the longest, cut back after.
+    padded = rows.new_zeros(max(counts), *rows.shape[1:])
+    padded[: rows.shape[0]] = rows
+    gathered = [torch.zeros_like(padded) for _ in counts]
+    dist.all_gather(gathered, padded)
+    return torch.cat([g[:c] for g, c in zip(gathered, counts)])
+
+
+def broadcast_from_main_(tensor: torch.Tensor) -> torch.Tensor:
+    """Rank 0's values into `tensor` on every rank, in place (a collective; no-op in a single
+    process). A CPU tensor travels through the backend's device (NCCL takes CUDA tensors only)."""
+    if not is_distributed():
+        return tensor
+    on_cuda = dist.get_backend() == "nccl" and tensor.device.type != "cuda"
+    carrier = tensor.to(torch.device("cuda", torch.cuda.current_device())) if on_cuda else tensor
+    dist.broadcast(carrier, src=0)
+    if carrier is not tensor:
+        tensor.copy_(carrier)
+    return tensor
+
+
 def gather_by_rank(obj) -> dict:
     """{rank: obj of that rank} on every rank (a collective; host objects through gloo)."""
     if not is_distributed():

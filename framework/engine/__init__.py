@@ -6,8 +6,9 @@ Owns: `Trainer` (`trainer.py`: the loop and the hook order), the build order of 
 what is loaded before training (`pretrained.py`), a trained task for the tools (`trained.py`),
 per-network settings (`network_settings.py`). The process around the loop (precision, malloc,
 compile, the tools' error lines, the work-dir lock) is framework.runtime's.
-May import: every framework package below it (config, data, models, losses, metrics, tasks,
-optim, checkpoint, weights, runtime, dist, ...); only tools/ and projects/ import the engine.
+May import: framework (its `__init__.py`), errors, registry, serialization, config, dist, data,
+models, losses, metrics, visualization, inference, analysis, tasks, optim, checkpoint, weights,
+runtime (every framework package); only tools/ and projects/ import the engine.
 
 Nothing is imported here. The registries import hooks on their first lookup
 (framework/registry.py).

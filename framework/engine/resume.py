@@ -9,6 +9,7 @@ from pathlib import Path
 import yaml
 
 from framework.checkpoint import files as ckpt
+from framework.checkpoint import run_folder
 from framework.errors import CheckpointError
 
 logger = logging.getLogger("framework")
@@ -28,16 +29,31 @@ def auto_resume_enabled(setting) -> bool:
 
 def checkpoint_to_resume(work_dir: str, resume: str | bool | None, auto_resume) -> tuple[Path, dict] | None:
     """(path, state) to resume from: `--resume PATH`, `--resume` (the work dir's latest readable
-    checkpoint, else an error), or with auto_resume the latest if there is one; else None."""
+    checkpoint, else an error), or with auto_resume the latest if the work dir holds a run; else
+    None. The untrained start alone (iter_0.pth) is no run (framework/checkpoint/run_folder.py)."""
     if isinstance(resume, (str, os.PathLike)):
         return Path(resume), ckpt.load_checkpoint(resume)
-    folder = Path(work_dir) / "checkpoints"
-    if resume or auto_resume_enabled(auto_resume):
-        found = ckpt.load_latest_checkpoint(folder)
-        if found is None and resume:
-            raise CheckpointError(f"--resume: no checkpoint to resume from in {folder}")
-        return found
-    return None
+    if resume:
+        require_run_to_resume(work_dir)
+    elif not (auto_resume_enabled(auto_resume) and run_folder.holds_run(work_dir)):
+        return None
+    found = ckpt.load_latest_checkpoint(run_folder.checkpoint_folder(work_dir))
+    if found is None and resume:  # e.g. best.pth alone: a run, but no iteration to continue from
+        raise CheckpointError(f"--resume: no checkpoint to resume from in {run_folder.checkpoint_folder(work_dir)}")
+    return found
+
+
+def require_run_to_resume(work_dir: str | os.PathLike) -> None:
+    """`--resume` without a path: one line, before anything is written, when `work_dir` holds no
+    run to continue (tools/train.py asks before claiming the work dir)."""
+    folder = run_folder.checkpoint_folder(work_dir)
+    if run_folder.holds_run(work_dir):
+        return
+    start = run_folder.untrained_start(work_dir)
+    if start is not None:
+        raise CheckpointError(f"--resume: {start} is the untrained start (saved before the first iteration), "
+                              "nothing to continue: train without --resume")
+    raise CheckpointError(f"--resume: no checkpoint to resume from in {folder}")
 
 
 def config_changes(saved_yaml: str, current: dict, limit: int = 5) -> str:

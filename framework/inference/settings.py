@@ -82,10 +82,9 @@ def network_size_divisor(network) -> int:
     """The multiple a network's input height and width must be: its `size_divisor` attribute,
     else 2**depth (UNet), 2**num_downs (pix2pix UNetGenerator), 2**num_downsampling (ResNet
     generator), else 1 (torchvision models take any size)."""
-    from torch.nn.parallel import DistributedDataParallel
+    from framework.dist import unwrap  # lazy: the settings themselves need no torch
 
-    if isinstance(network, DistributedDataParallel):
-        network = network.module
+    network = unwrap(network)
     if isinstance(getattr(network, "size_divisor", None), int):
         return network.size_divisor
     for name in _DIVISOR_ATTRIBUTES:

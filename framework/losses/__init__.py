@@ -1,6 +1,13 @@
-"""Losses. Importing this package registers them in LOSSES."""
+"""Losses. Importing this package registers them in LOSSES.
 
-from framework.losses import feature_matching, gan, hard_pixels, perceptual, segmentation  # noqa: F401
+Owns: segmentation losses (`cross_entropy.py`: CrossEntropyLoss with OHEM; `segmentation.py`:
+BCE, Dice, CombinedLoss; `hard_pixels.py`: focal, Tversky, Lovasz; `pixel_base.py`: what they
+share), adversarial losses and penalties (`gan.py`), feature matching and the VGG perceptual loss.
+May import: errors, registry, dist, serialization (the VGG weights file).
+"""
+
+from framework.losses import cross_entropy, feature_matching, gan, hard_pixels, perceptual, segmentation  # noqa: F401
+from framework.losses.cross_entropy import OHEM, CrossEntropyLoss
 from framework.losses.feature_matching import FeatureMatchingLoss
 from framework.losses.gan import (
                                   GAN_LOSS_TYPES,
@@ -15,7 +22,7 @@ from framework.losses.gan import (
 )
 from framework.losses.hard_pixels import FocalLoss, LovaszLoss, TverskyLoss
 from framework.losses.perceptual import VGGPerceptualLoss
-from framework.losses.segmentation import OHEM, BCEWithLogitsLoss, CombinedLoss, CrossEntropyLoss, DiceLoss
+from framework.losses.segmentation import BCEWithLogitsLoss, CombinedLoss, DiceLoss
 
 __all__ = ["CrossEntropyLoss", "OHEM", "BCEWithLogitsLoss", "DiceLoss", "FocalLoss", "TverskyLoss", "LovaszLoss",
            "CombinedLoss", "AdversarialLoss", "VanillaGANLoss", "LSGANLoss", "HingeGANLoss", "WGANGPLoss",

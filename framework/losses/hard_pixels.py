@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from framework.losses.segmentation import _binary_logits, _safe_mean
+from framework.losses.pixel_base import _binary_logits, _safe_mean
 from framework.registry import LOSSES
 
 MODES = ("binary", "multiclass", "multilabel")

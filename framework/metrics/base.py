@@ -8,7 +8,7 @@ on every rank (a second sync would add the totals again).
     metric.reset()
     for batch in loader:
         metric.update(task.val_step(batch))
-    metric.sync(lambda t: dist.all_reduce(t))   # only under DDP
+    metric.sync(all_reduce_sum_)                 # framework.dist: a no-op in one process
     values = metric.compute()                    # {"mIoU": 0.71, ...}
 """
 
@@ -46,7 +46,7 @@ class Metric(ABC):
         return self
 
     def sync(self, all_reduce: Callable[[torch.Tensor], Any]) -> None:
-        """Sum every state over the ranks in place; `all_reduce` is e.g. `torch.distributed.all_reduce`."""
+        """Sum every state over the ranks in place; `all_reduce` is e.g. `framework.dist.all_reduce_sum_`."""
         for state in self.states().values():
             all_reduce(state)
 

@@ -25,9 +25,9 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-import torch.distributed as dist
 import torch.nn.functional as F
 
+from framework.dist import all_gather_rows
 from framework.metrics.base import Metric
 from framework.metrics.image import _pair
 from framework.registry import METRICS
@@ -99,21 +99,6 @@ def sliced_wasserstein(a: torch.Tensor, b: torch.Tensor, directions: torch.Tenso
     return (projected_a - projected_b).abs().mean()
 
 
-def _gather_rows(rows: torch.Tensor) -> torch.Tensor:
-    """Every rank's rows, concatenated in rank order (row counts may differ)."""
-    if not (dist.is_available() and dist.is_initialized()):
-        return rows
-    count = torch.tensor([rows.shape[0]], device=rows.device)
-    counts = [torch.zeros_like(count) for _ in range(dist.get_world_size())]
-    dist.all_gather(counts, count)
-    longest = int(max(c.item() for c in counts))
-    padded = rows.new_zeros(longest, rows.shape[1])
-    padded[: rows.shape[0]] = rows
-    gathered = [torch.zeros_like(padded) for _ in counts]
-    dist.all_gather(gathered, padded)
-    return torch.cat([g[: int(c.item())] for g, c in zip(gathered, counts)])
-
-
 @METRICS.register()
 class SWD(Metric):
     def __init__(self, descriptors_per_image: int = 128, min_resolution: int = 16, directions: int = 512,
@@ -170,7 +155,7 @@ class SWD(Metric):
         for role, batches in self._patches.items():
             if batches:
                 levels = [torch.cat([batch[level] for batch in batches]) for level in range(len(batches[0]))]
-                self._patches[role] = [[_gather_rows(level) for level in levels]]
+                self._patches[role] = [[all_gather_rows(level) for level in levels]]
 
     def compute(self) -> dict[str, float]:
         if not self._patches["real"]:

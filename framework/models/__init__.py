@@ -1,5 +1,11 @@
 """Networks. Importing this package registers every model family in MODELS (and the
-`spectral_norm` key of model nodes, framework/models/spectral_norm.py)."""
+`spectral_norm` key of model nodes, framework/models/spectral_norm.py).
+
+Owns: networks only: UNet, torchvision's DeepLabV3/FCN, encoder-decoder segmenters (`encoders/`,
+`decoders/`), discriminators, DiffAugment, shared layers and the auxiliary head; nothing of losses
+or optimizers.
+May import: errors, registry, dist (DiffAugment's adaptive p agreed over ranks).
+"""
 
 from framework.models import decoders, encoders, layers, spectral_norm, torchvision_seg, unet  # noqa: F401
 from framework.models.decoders import FPN, DeepLabV3Plus, EncoderUNet

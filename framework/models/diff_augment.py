@@ -22,10 +22,10 @@ are buffers: checkpointed and resumed exactly. All of it stays on the device (no
 from __future__ import annotations
 
 import torch
-import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 
+from framework.dist import all_reduce_sum_
 from framework.registry import MODELS, did_you_mean
 
 POLICIES = ("color", "translation", "cutout")
@@ -141,9 +141,7 @@ class DiffAugment(nn.Module):
         self.sign_sum[1] += verdicts.shape[0]
         if self._observed % self.interval:
             return
-        totals = self.sign_sum.clone()
-        if dist.is_available() and dist.is_initialized():
-            dist.all_reduce(totals)  # every rank adjusts p alike
+        totals = all_reduce_sum_(self.sign_sum.clone())  # every rank adjusts p alike
         r_t = totals[0] / totals[1]
         self.p.copy_((self.p + torch.sign(r_t - self.target) * totals[1] / self.speed_images).clamp(0.0, 1.0))
         self.sign_sum.zero_()

@@ -3,10 +3,11 @@
     with claim_work_dir(path, resuming=..., overwrite=...):
         train
 
-- A work dir that holds a run (checkpoints) is refused unless the run resumes it (`--resume`,
-  auto_resume) or `--overwrite` moves it aside first, to `<path>.old-<time>`; nothing of the
-  old run is deleted. What a run that never saved a checkpoint left (metrics.jsonl, TensorBoard
-  events) is no run to protect: it is moved aside the same way, with a notice.
+- A work dir that holds a run (checkpoints; framework/checkpoint/run_folder.py decides) is
+  refused unless the run resumes it (`--resume`, auto_resume) or `--overwrite` moves it aside
+  first, to `<path>.old-<time>`; nothing of the old run is deleted. What a run that never saved a
+  trained checkpoint left (metrics.jsonl, TensorBoard events, the untrained start iter_0.pth) is
+  no run to protect: it is moved aside the same way, with a notice.
 - `<path>/.lock` holds the owner's pid and host while a run uses the folder. A second run
   refuses to start; a lock whose process is gone (same host) is stale and taken over, and so is
   a lock of the same Slurm job before it was requeued (SLURM_JOB_ID, SLURM_RESTART_COUNT).
@@ -27,6 +28,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from framework.checkpoint.files import process_alive
+from framework.checkpoint.run_folder import CHECKPOINTS, run_checkpoints, untrained_start
 from framework.errors import ConfigError
 
 logger = logging.getLogger("framework")
@@ -34,14 +36,12 @@ logger = logging.getLogger("framework")
 LOCK_FILE = ".lock"
 
 
-def run_files(work_dir: Path) -> list[str]:
-    """What shows that `work_dir` holds a run to protect: its checkpoints (empty when none)."""
-    return [p.name for p in sorted((work_dir / "checkpoints").glob("*.pth"))][:3]
-
-
 def leftover_files(work_dir: Path) -> list[str]:
-    """What a run that never saved a checkpoint left (nothing to resume, but not to mix into)."""
-    found = ["metrics.jsonl"] if (work_dir / "metrics.jsonl").is_file() else []
+    """What a run that never saved a trained checkpoint left (nothing to resume, but not to mix into)."""
+    start = untrained_start(work_dir)
+    found = [f"{CHECKPOINTS}/{start.name} (the untrained start)"] if start is not None else []
+    if (work_dir / "metrics.jsonl").is_file():
+        found.append("metrics.jsonl")
     if any((work_dir / "tensorboard").glob("events.out.tfevents.*")):
         found.append("tensorboard events")
     return found
@@ -57,17 +57,18 @@ def claim_work_dir(work_dir: str | os.PathLike, resuming: bool, overwrite: bool 
     work_dir = Path(work_dir)
     notices: list[str] = []
     _refuse_if_locked(work_dir)  # a live run's folder: nothing else to say
-    if overwrite and work_dir.exists() and (run_files(work_dir) or leftover_files(work_dir)):
+    run = run_checkpoints(work_dir)
+    if overwrite and work_dir.exists() and (run or leftover_files(work_dir)):
         notices.append(f"--overwrite: moved the previous run in {work_dir} to {_move_aside(work_dir)}")
-    elif not resuming and work_dir.exists() and run_files(work_dir):
+    elif not resuming and run:
         raise ConfigError(
-            f"work dir {work_dir} holds a run ({', '.join(run_files(work_dir))}): continue it with --resume, "
+            f"work dir {work_dir} holds a run ({', '.join(run)}): continue it with --resume, "
             "start a new one with another --work-dir, or pass --overwrite to move the old run aside")
-    elif work_dir.exists() and leftover_files(work_dir) and not run_files(work_dir):
-        # A run that stopped before its first checkpoint (e.g. a config mistake found late):
-        # nothing to resume or protect, but its records must not mix into this run's.
+    elif not run and leftover_files(work_dir):
+        # A run that stopped before its first trained checkpoint (e.g. a config mistake found
+        # late): nothing to resume or protect, but its records must not mix into this run's.
         aside = _move_aside(work_dir)
-        notices.append(f"moved {', '.join(leftover_files(aside))} of a run without a checkpoint in {work_dir} "
+        notices.append(f"moved {', '.join(leftover_files(aside))} of a run without a trained checkpoint in {work_dir} "
                        f"to {aside}")
     lock, stale = _acquire(work_dir)
     if stale:

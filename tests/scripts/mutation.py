@@ -67,6 +67,12 @@ MODULES: dict[str, tuple[str, list[str]]] = {
     "losses.segmentation": ("framework/losses/segmentation.py", [
         "tests/test_losses.py", "tests/test_hard_pixel_losses.py", "tests/test_class_weights.py",
         "-k", "not training and not every_rank"]),
+    "losses.cross_entropy": ("framework/losses/cross_entropy.py", [
+        "tests/test_losses.py", "tests/test_hard_pixel_losses.py", "tests/test_class_weights.py",
+        "-k", "not training and not every_rank"]),
+    "losses.pixel_base": ("framework/losses/pixel_base.py", [
+        "tests/test_losses.py", "tests/test_hard_pixel_losses.py", "tests/test_class_weights.py",
+        "-k", "not training and not every_rank"]),
     "metrics.generative": ("framework/metrics/generative.py", ["tests/test_generative_metrics.py"]),
     "registry": ("framework/registry.py", ["tests/test_registry.py", "tests/test_extending.py",
                                            "-k", "not next_to_a_config and not elsewhere"]),  # subprocesses: not under mutmut

@@ -19,6 +19,10 @@ A hook that keeps state across a resume returns it from `state_dict()` (tensors 
 containers) and takes it back in `load_state_dict()`; the Trainer checkpoints it.
 `after_train` runs also when training raised (`trainer.error` is set): keep it light there.
 `trainer.iter` counts completed iterations, so in after_iter the first call sees iter == 1.
+
+Owns: the `Hook` base (`base.py`) and the built-in hooks above, one per module.
+May import: errors, registry, dist, metrics, checkpoint (the run folder: CheckpointHook),
+runtime; within the engine, the trainer's types, evaluation and the non-finite guard.
 """
 
 from framework.engine.hooks.base import Hook, every

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from framework.checkpoint import files as ckpt
+from framework.checkpoint.run_folder import best_path, checkpoint_folder, iteration_name
 from framework.dist import get_world_size, is_main
 from framework.engine.hooks.base import Hook, every, improves
 from framework.engine.nonfinite import refuse_nonfinite_weights
@@ -46,7 +47,7 @@ class CheckpointHook(Hook):
 
     def before_train(self, trainer: Trainer) -> None:
         if is_main():
-            for path in ckpt.remove_stale_temp_files(Path(trainer.work_dir) / "checkpoints"):
+            for path in ckpt.remove_stale_temp_files(checkpoint_folder(trainer.work_dir)):
                 logger.info(f"removed {path.name}, left by a checkpoint write that was interrupted")
 
     def after_eval(self, trainer: Trainer, metrics: dict[str, float]) -> None:
@@ -78,12 +79,12 @@ class CheckpointHook(Hook):
                 logger.info(f"stopped by {trainer.stop_signal.name} at iteration {trainer.iter}: saved "
                             f"{path}; continue with --resume")
         if save_best:
-            ckpt.save_checkpoint(state, Path(trainer.work_dir) / "checkpoints" / "best.pth")
+            ckpt.save_checkpoint(state, best_path(trainer.work_dir))
             logger.info(f"new best {self.best_metric} {self.best['value']:.4f} at iter {trainer.iter}")
 
     def _save_iteration(self, trainer: Trainer, state: dict) -> Path:
-        folder = Path(trainer.work_dir) / "checkpoints"
-        name = f"iter_{trainer.iter}.pth"
+        folder = checkpoint_folder(trainer.work_dir)
+        name = iteration_name(trainer.iter)
         ckpt.save_checkpoint(state, folder / name)
         ckpt.write_latest(folder, name)  # only after the file is complete
         ckpt.prune(folder, self.keep_last, current_iter=trainer.iter)
@@ -93,10 +94,12 @@ class CheckpointHook(Hook):
     def after_train(self, trainer: Trainer) -> None:
         """When evaluation failed after a completed iteration, keep that iteration's training:
         save its checkpoint (one process only: under DDP the other ranks may be waiting in a
-        collective of the failed evaluation, so nothing that needs them can run)."""
+        collective of the failed evaluation, so nothing that needs them can run). Not before the
+        first iteration (`val_at_start`): nothing is trained yet, and an untrained start would only
+        stand in the way of the corrected run (framework/checkpoint/run_folder.py)."""
         if not isinstance(trainer.error, EvaluationError) or get_world_size() > 1:
             return
-        if self._saved_iter == trainer.iter:
+        if self._saved_iter == trainer.iter or trainer.iter == 0:
             return
         state = trainer.state_dict()
         refuse_nonfinite_weights(state["task"], f"checkpoint at iteration {trainer.iter}")

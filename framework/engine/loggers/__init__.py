@@ -9,7 +9,9 @@ that take images), the key settings and summary metrics (once, as hparams) and t
 config. Loggers are built on every rank (their keywords are checked alike) and opened and
 written on rank 0 only; the hooks write to `trainer.loggers`, a `LoggerGroup` that is empty on
 the other ranks. A user logger subclasses `RunLogger` and registers with `@LOGGERS.register("name")`.
-May import: what engine/ may (the loggers are imported by the LOGGERS registry on first lookup).
+Owns: the `RunLogger` contract and `LoggerGroup` (`base.py`), the tensorboard, csv and mlflow loggers.
+May import: errors, registry, checkpoint (atomic rewrites of files on resume); within the engine,
+anything (the loggers are imported by the LOGGERS registry on first lookup).
 """
 
 from framework.engine.loggers import csv_logger, mlflow_logger, tensorboard  # noqa: F401 (registers them)
