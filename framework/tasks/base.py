@@ -41,6 +41,7 @@ from typing import ClassVar, Protocol
 import torch
 from torch import nn
 
+from framework.dist import unwrap
 from framework.errors import ConfigError
 
 
@@ -141,13 +142,6 @@ def average_logs(logs: list[dict]) -> dict:
 def micro_step(optim: UpdatesNetworks, index: int, total: int):
     """Micro-batch `index` of `total` (`optim.micro_step`); nothing to enter for a lone batch."""
     return optim.micro_step(index, total) if total > 1 else nullcontext()
-
-
-def unwrap(module: nn.Module) -> nn.Module:
-    """The network inside a DistributedDataParallel wrapper (the module itself otherwise)."""
-    from torch.nn.parallel import DistributedDataParallel
-
-    return module.module if isinstance(module, DistributedDataParallel) else module
 
 
 @contextmanager

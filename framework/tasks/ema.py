@@ -18,7 +18,8 @@ import copy
 import torch
 from torch import nn
 
-from framework.tasks.base import Counter, unwrap
+from framework.dist import unwrap
+from framework.tasks.base import Counter
 
 
 @torch.no_grad()

@@ -40,10 +40,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from framework.dist import unwrap
 from framework.inference.generator import to_signed, to_unit
 from framework.registry import TASKS
 from framework.tasks.adversary import Adversary, check_weight
-from framework.tasks.base import GeneratorTask, average_logs, micro_step, rename_prefix, total_loss, unwrap
+from framework.tasks.base import GeneratorTask, average_logs, micro_step, rename_prefix, total_loss
 from framework.tasks.discriminator_step import d_input_pair
 from framework.tasks.ema import EMA
 from framework.tasks.replay import random_state, replaying

@@ -15,10 +15,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from framework.dist import unwrap
 from framework.inference.generator import to_signed, to_unit
 from framework.registry import TASKS
 from framework.tasks.adversary import Adversary, check_weight
-from framework.tasks.base import GeneratorTask, average_logs, micro_step, total_loss, unwrap
+from framework.tasks.base import GeneratorTask, average_logs, micro_step, total_loss
 from framework.tasks.ema import EMA
 from framework.visualization.panels import side_by_side, stack_rows, write_named_pngs
 
