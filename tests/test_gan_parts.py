@@ -1,0 +1,179 @@
+"""The GAN parts on their own and in CycleGAN, which gained what GANTask had: the EMA's copy
+phase at its boundary, adversarial losses as registry entries (a user's own, a non-adversarial
+entry refused), what a loss declares (a gradient penalty, whether D's loss is watched), and
+feature matching, the perceptual loss and WGAN-GP by config in CycleGAN, against hand-written
+terms."""
+
+import copy
+
+import pytest
+import torch
+import torch.nn.functional as F
+from test_cyclegan import generator
+from test_cyclegan_toolkit import lsgan, sgd, signed
+from torch import nn
+
+import framework  # noqa: F401  (fills the registries)
+from framework.errors import ConfigError
+from framework.losses.feature_matching import FeatureMatchingLoss
+from framework.losses.gan import AdversarialLoss, HingeGANLoss, WGANGPLoss, adversarial_loss
+from framework.models.discriminators import MultiScaleDiscriminator
+from framework.registry import TASKS
+from framework.tasks.adversary import Adversary
+from framework.tasks.cyclegan import CycleGANTask
+from framework.tasks.ema import EMA
+from support import named
+
+
+class Shift(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.weight = nn.Parameter(torch.zeros(1))
+        self.register_buffer("seen", torch.zeros(1))
+
+
+@pytest.mark.parametrize("start", [0, 2])
+def test_the_ema_copies_for_exactly_start_updates_then_averages(start):
+    network = Shift()
+    ema = EMA({"net": network}, decay=0.5, start=start)
+    expected = 0.0
+    for update in range(1, 5):
+        with torch.no_grad():
+            network.weight.fill_(10.0 * update)
+            network.seen.fill_(update)
+        ema.update({"net": network})
+        expected = 10.0 * update if update <= start else 0.5 * expected + 0.5 * 10.0 * update
+        assert float(ema["net"].weight) == expected, update
+        assert float(ema["net"].seen) == update  # buffers are copied as they are
+    assert ema.updates.value == 4 and not ema["net"].weight.requires_grad
+
+
+def test_the_ema_count_is_checkpointed_and_the_copy_phase_resumes_from_it():
+    network = Shift()
+    ema = EMA({"net": network}, decay=0.5, start=2)
+    ema.update({"net": network})
+    restored = EMA({"net": Shift()}, decay=0.5, start=2)
+    restored.load_state_dict(ema.state_dict())
+    assert restored.updates.value == 1
+    with torch.no_grad():
+        network.weight.fill_(4.0)
+    restored.update({"net": network})  # update 2: still a copy
+    assert float(restored["net"].weight) == 4.0
+    with torch.no_grad():
+        network.weight.fill_(8.0)
+    restored.update({"net": network})  # update 3: the first average
+    assert float(restored["net"].weight) == 6.0
+
+
+def test_cyclegan_ema_start_copies_both_generators_through_that_iteration():
+    torch.manual_seed(0)
+    task = CycleGANTask(generator(), generator(), *(nn.Conv2d(3, 1, 3) for _ in range(2)), ema_decay=0.5,
+                        ema_start=1, pool_size=0)
+    optim = sgd(task)
+    batch = {side: torch.randint(0, 256, (2, 3, 8, 8), dtype=torch.uint8) for side in "ab"}
+    task.train_iteration([batch], optim)
+    for name in ("generator_ab", "generator_ba"):  # iteration 1 <= ema_start: copies
+        for a, b in zip(task.ema[name].parameters(), getattr(task, name).parameters()):
+            assert torch.equal(a, b), name
+    before = {name: [p.clone() for p in task.ema[name].parameters()] for name in ("generator_ab", "generator_ba")}
+    task.train_iteration([batch], optim)
+    for name, old in before.items():  # iteration 2: halfway between the old average and the generator
+        for average, previous, current in zip(task.ema[name].parameters(), old, getattr(task, name).parameters()):
+            torch.testing.assert_close(average, 0.5 * previous + 0.5 * current, msg=named(name))
+
+
+def test_a_loss_is_named_by_its_short_name_its_entry_or_a_node():
+    assert type(adversarial_loss("hinge")) is HingeGANLoss
+    assert type(adversarial_loss("HingeGANLoss")) is HingeGANLoss
+    built = TASKS.build({"type": "CycleGANTask", "generator_ab": generator(), "generator_ba": generator(),
+                         "discriminator_a": nn.Conv2d(3, 1, 3), "discriminator_b": nn.Conv2d(3, 1, 3),
+                         "gan_loss": {"type": "WGANGPLoss"}}, path="task")
+    assert type(built.adversary_a.loss) is WGANGPLoss and type(built.adversary_b.loss) is WGANGPLoss
+
+
+def test_a_loss_that_is_not_adversarial_is_refused_naming_it():
+    with pytest.raises(ValueError, match="gan_loss: 'DiceLoss' is a loss, but not an adversarial one"):
+        adversarial_loss("DiceLoss")
+
+
+class Unbounded(AdversarialLoss):
+    bounded_below = False
+
+    def on_real(self, logits):
+        return -logits.mean()
+
+    def on_fake(self, logits):
+        return logits.mean()
+
+    def for_generator(self, logits):
+        return -logits.mean()
+
+
+@pytest.mark.parametrize("loss, watched", [(HingeGANLoss(), True), (Unbounded(), False), (WGANGPLoss(), False)])
+def test_what_a_loss_declares_decides_the_health_watch(loss, watched):
+    adversary = Adversary(loss)
+    logged = {"loss_d": -5.0 if not watched else 1e-3, "d_real_logit": 1.0, "d_fake_logit": -1.0}
+    warnings = [adversary.diagnose(logged) for _ in range(3)][-1]
+    assert bool(warnings) is watched
+
+
+def test_a_loss_that_needs_a_gradient_penalty_gets_it_in_cyclegan():
+    torch.manual_seed(0)
+    task = CycleGANTask(generator(), generator(), nn.Conv2d(3, 1, 3), nn.Conv2d(3, 1, 3), gan_loss="wgan-gp",
+                        gp_weight=3.0, pool_size=0)
+    assert task.uses_double_backward  # so the engine refuses SyncBatchNorm for it
+    batch = {side: torch.randint(0, 256, (2, 3, 8, 8), dtype=torch.uint8) for side in "ab"}
+    logs = task.train_iteration([batch], sgd(task))
+    assert logs["loss_d_gp_a"] > 0 and logs["loss_d_gp_b"] > 0
+    total = logs["loss_d_real_a"] + logs["loss_d_fake_a"] + logs["loss_d_gp_a"]
+    torch.testing.assert_close(logs["loss_d_a"], total)
+
+
+def multi_scale():
+    return MultiScaleDiscriminator(3, num_scales=2, base_channels=4, num_layers=2, norm="none")
+
+
+def test_cyclegan_feature_matching_and_perceptual_terms_equal_the_terms_by_hand():
+    """Feature matching compares D_b's features on G_ab(a) and on b (and D_a's on G_ba(b) and a);
+    the perceptual loss compares each reconstruction with its original."""
+    torch.manual_seed(0)
+    nets = [generator(), generator(), multi_scale(), multi_scale()]
+    g_ab, g_ba, d_a, d_b = copy.deepcopy(nets)
+    perceptual = TASKS.build({"type": "CycleGANTask", "generator_ab": generator(), "generator_ba": generator(),
+                              "discriminator_a": multi_scale(), "discriminator_b": multi_scale(),
+                              "perceptual": {"type": "VGGPerceptualLoss", "arch": "vgg16", "weights": "random",
+                                             "layers": {"relu1_1": 1.0}}}, path="task").perceptual
+    task = CycleGANTask(*nets, identity_weight=0.0, pool_size=0, feature_matching=FeatureMatchingLoss(10.0),
+                        perceptual=perceptual)
+    batch = {side: torch.randint(0, 256, (2, 3, 32, 32), dtype=torch.uint8) for side in "ab"}
+    logs = task.train_iteration([batch], sgd(task))
+    matching = FeatureMatchingLoss(10.0)
+    a, b = signed(batch)
+    with torch.no_grad():  # the networks as the G step saw them
+        fake_b, fake_a = g_ab(a), g_ba(b)
+        expected = {"loss_g_fm_ab": matching(d_b(fake_b), d_b(b)), "loss_g_fm_ba": matching(d_a(fake_a), d_a(a)),
+                    "loss_vgg_a": perceptual(g_ba(fake_b), a), "loss_vgg_b": perceptual(g_ab(fake_a), b),
+                    "loss_g_ab": sum(lsgan(logits, 1) for logits in d_b(fake_b).logits) / 2}
+    assert all(value > 1e-4 for value in expected.values())
+    for key, value in expected.items():
+        torch.testing.assert_close(logs[key], value, rtol=1e-4, atol=1e-7, msg=named(key))
+    terms = ("loss_g_ab", "loss_g_ba", "loss_g_fm_ab", "loss_g_fm_ba", "loss_cycle_a", "loss_cycle_b",
+             "loss_vgg_a", "loss_vgg_b")
+    torch.testing.assert_close(logs["loss_g"], sum(logs[key] for key in terms), rtol=1e-5, atol=1e-6)
+
+
+def test_feature_matching_with_a_discriminator_without_features_is_one_line():
+    task = CycleGANTask(generator(), generator(), nn.Conv2d(3, 1, 3), nn.Conv2d(3, 1, 3), pool_size=0,
+                        feature_matching=FeatureMatchingLoss(10.0))
+    batch = {side: torch.randint(0, 256, (2, 3, 8, 8), dtype=torch.uint8) for side in "ab"}
+    with pytest.raises(ValueError, match="feature matching needs the discriminator's intermediate features"):
+        task.train_iteration([batch], sgd(task))
+
+
+def test_nan_weights_are_refused_naming_the_key():
+    for key in ("d_weight", "adv_weight", "gp_weight"):
+        with pytest.raises(ValueError, match=f"^{key} must be a finite number >= 0, got nan$"):
+            Adversary("hinge", **{key: float("nan")})
+    with pytest.raises(ConfigError, match=r"task \(GANTask\): l1_weight must be a finite number >= 0, got inf"):
+        TASKS.build({"type": "GANTask", "generator": generator(), "discriminator": nn.Conv2d(6, 1, 3),
+                     "l1_weight": float("inf")}, path="task")
