@@ -84,14 +84,14 @@ def test_resume_is_bit_exact_with_spectral_norm_r1_and_adaptive_diff_augment(tmp
     # the state that makes the run: spectral norm vectors, p and its sums, the step counter
     assert "discriminator.body.0.parametrizations.weight.0._u" in a["task"]
     # saved mid-interval: one observation of the reals' signs waits in the sums; p moves later
-    assert int(first["task"]["d_augment.observed"]) == 3 and float(first["task"]["d_augment.sign_sum"][1]) == 8
-    assert float(a["task"]["d_augment.p"]) > 0
+    assert int(first["task"]["adversary.augment.observed"]) == 3 and float(first["task"]["adversary.augment.sign_sum"][1]) == 8
+    assert float(a["task"]["adversary.augment.p"]) > 0
     for part in ("task", "optim", "rng"):
         assert_same_state(a[part], b[part], part)
     events = EventAccumulator(str(whole / "tensorboard"), size_guidance={"scalars": 0})
     events.Reload()
     p = [event.value for event in events.Scalars("train/ada_p")]
-    assert len(p) == 8 and p[0] == 0.0 and p[-1] == float(a["task"]["d_augment.p"])
+    assert len(p) == 8 and p[0] == 0.0 and p[-1] == float(a["task"]["adversary.augment.p"])
 
 
 @pytest.mark.parametrize("config", [SMALL_DATA, CYCLEGAN_TOOLKIT], ids=["gan", "cyclegan"])

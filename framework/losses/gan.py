@@ -17,7 +17,8 @@ being recognised by name: `needs_gradient_penalty` (WGAN-GP: the adversary adds
 near 0 means D wins outright: GANHealth watches it; a Wasserstein critic's loss is unbounded).
 
 A user's own loss subclasses `AdversarialLoss`, registers itself and writes the three
-per-scale terms:
+per-scale terms (a loss that reads the label map overrides `discriminator` and `generator`
+instead and declares `reads_labels`: framework/losses/oasis.py's `OASISLoss`):
 
     @LOSSES.register()
     class MyGANLoss(AdversarialLoss):
@@ -71,6 +72,7 @@ class AdversarialLoss(nn.Module):
     name = ""  # the short name a config may use (`gan_loss: hinge`); "" for a user's own
     needs_gradient_penalty = False  # D's loss takes gradient_penalty (weighted by gp_weight)
     bounded_below = True  # D's loss is >= 0: near 0, D wins outright (GANHealth watches it)
+    reads_labels = False  # the terms read the label map (OASIS's per-pixel classes): pass `labels`
 
     def on_real(self, logits: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
@@ -81,11 +83,12 @@ class AdversarialLoss(nn.Module):
     def for_generator(self, logits: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
 
-    def discriminator(self, real, fake) -> tuple[torch.Tensor, torch.Tensor]:
-        """(loss on real logits, loss on fake logits) for the discriminator's update."""
+    def discriminator(self, real, fake, labels: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """(loss on real logits, loss on fake logits) for the discriminator's update. `labels`:
+        the batch's label map, for a loss that `reads_labels` (the others ignore it)."""
         return _over_scales(self.on_real, real), _over_scales(self.on_fake, fake)
 
-    def generator(self, fake) -> torch.Tensor:
+    def generator(self, fake, labels: torch.Tensor | None = None) -> torch.Tensor:
         """The generator's adversarial loss on the discriminator's output for its fakes."""
         return _over_scales(self.for_generator, fake)
 

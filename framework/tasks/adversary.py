@@ -74,10 +74,12 @@ class Adversary(nn.Module):
         return steps
 
     def d_loss(self, discriminator: nn.Module, real: torch.Tensor, fake: torch.Tensor,
-               condition: torch.Tensor | None = None, details: bool = True) -> tuple[torch.Tensor, dict]:
+               condition: torch.Tensor | None = None, details: bool = True,
+               labels: torch.Tensor | None = None) -> tuple[torch.Tensor, dict]:
         """D's loss on one (micro-)batch of reals and (detached) fakes, both seen with `condition`
         (concatenated along the channels) and through the DiffAugment -> (loss, logs). `details`:
-        add D's diagnostics (a few reductions: on logged iterations only)."""
+        add D's diagnostics (a few reductions: on logged iterations only). `labels`: the label map
+        for a loss that reads it (OASIS)."""
         def critic(image):
             return discriminator(d_input_pair(condition, image, self.augment))
 
@@ -88,7 +90,7 @@ class Adversary(nn.Module):
         else:
             real_output = critic(real)
         fake_output = critic(fake)
-        loss_real, loss_fake = self.loss.discriminator(real_output, fake_output)
+        loss_real, loss_fake = self.loss.discriminator(real_output, fake_output, self._labels(labels))
         terms = {f"loss_d_real{s}": self.d_weight * loss_real, f"loss_d_fake{s}": self.d_weight * loss_fake,
                  **penalties}
         if self.loss.needs_gradient_penalty:
@@ -112,7 +114,8 @@ class Adversary(nn.Module):
         return {f"ada_p{self.suffix}": self.augment.p.detach().clone()}
 
     def g_loss(self, discriminator: nn.Module, fake: torch.Tensor, condition: torch.Tensor | None = None,
-               real: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+               real: torch.Tensor | None = None,
+               labels: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
         """(adv_weight x the generator's adversarial term, the feature-matching term or None),
         with D frozen (it collects no gradients, and its DDP wrapper is bypassed). Feature
         matching compares D's features on `fake` and on `real` under one augmentation draw."""
@@ -120,10 +123,15 @@ class Adversary(nn.Module):
         with frozen(discriminator) as network:
             fake_output, real_output = judge_fake_for_generator(network, condition, fake, real, self.augment,
                                                                 with_real=self.feature_matching is not None)
-            adversarial = self.adv_weight * self.loss.generator(fake_output)
+            adversarial = self.adv_weight * self.loss.generator(fake_output, self._labels(labels))
             if self.feature_matching is not None:
                 matching = self.feature_matching(fake_output, real_output)
         return adversarial, matching
+
+    def _labels(self, labels: torch.Tensor | None) -> torch.Tensor | None:
+        if self.loss.reads_labels and labels is None:
+            raise ValueError(f"{type(self.loss).__name__} reads the label map, which this task does not give it")
+        return labels
 
     def diagnose(self, logged: dict[str, float]) -> list[str]:
         return self.health.check(logged)
