@@ -11,6 +11,8 @@ Rules a user can rely on:
   (a repeated key: the last wins), and must name an existing key; `+a.b.c=value` adds a new one.
 - Every public key has a default (`DEFAULTS`) and a type and range (`SCHEMA`), checked before
   anything is built: unknown keys and wrong values are all reported at once, one line each.
+- No number anywhere in the config (component keywords too) may be NaN or infinite, except
+  infinity where a key gives it a meaning (`INFINITY_ALLOWED` in rules.py: clip_grad.norm_type).
 - A base node replaced because its `type` changed: the keys it dropped are reported (`notes`).
 """
 
@@ -27,6 +29,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from framework.config.custom_imports import import_custom_modules, locate  # noqa: F401  (part of this module's API)
 from framework.config.files import load_with_bases, merge_nodes, parse_yaml
+from framework.config.rules import nonfinite_numbers
 from framework.config.schema import DEFAULTS, LOAD_SPEC, SCHEMA
 from framework.errors import ConfigError
 from framework.registry import did_you_mean, to_plain  # noqa: F401 (to_plain: part of this module's API)
@@ -95,6 +98,8 @@ def check_config(cfg: dict, source: str) -> dict:
     ConfigError listing every mistake, one line each, when there is any."""
     errors: list[str] = []
     checked = SCHEMA(cfg, "", errors)
+    already = {line.split(":", 1)[0] for line in errors}  # a ranged key's own rule said it (lr: nan)
+    errors += [line for line in nonfinite_numbers(cfg) if line.split(":", 1)[0] not in already]
     if isinstance(checked.get("load_from"), dict):
         checked["load_from"] = LOAD_SPEC(checked["load_from"], "load_from", errors)
     train = checked.get("train") if isinstance(checked.get("train"), dict) else {}
