@@ -24,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from framework.config.rules import REQUIRED  # noqa: E402
+from framework.config.rules import INFINITY_ALLOWED, REQUIRED  # noqa: E402
 from framework.config.schema import DEFAULTS, LOAD_SPEC, SCHEMA  # noqa: E402
 
 PAGE = ROOT / "docs" / "config-reference.md"
@@ -96,6 +96,10 @@ merging, `key=value` overrides and `${...}` interpolation, before anything is bu
 default, and what it does. A key not listed here is an error naming it, with close matches.
 Component nodes (`task`, datasets, models, losses, metrics, hooks, schedulers) take the
 keywords of their class: see [Configs](configs.md) and the pages of each part.
+
+No number of a config, here or in a component's keywords, may be NaN or infinite (`.nan`, `.inf`,
+or an override's `nan`, `inf`): it is refused naming its key. The one exception is infinity where
+it means something: {allowed}.
 """
 
 
@@ -224,7 +228,7 @@ def render() -> str:
     queue = [("", SCHEMA)]
     seen: dict[int, str] = {id(SCHEMA): ""}
     aliases: dict[str, list[str]] = {}
-    out = [INTRO]
+    out = [INTRO.replace("{allowed}", "; ".join(f"`{key}: .inf` ({meaning})" for key, meaning in INFINITY_ALLOWED.items()))]
     index = 0
     while True:
         if index == len(queue):  # every section of SCHEMA is out: then the weights-file keys
