@@ -3,7 +3,8 @@
     loggers: [tensorboard, csv, {type: mlflow, experiment: shapes}]   # default: [tensorboard]
 
 Built-ins (registered in LOGGERS by name): `tensorboard` (tensorboard.py), `csv` (csv_logger.py,
-needs nothing), `mlflow` (mlflow_logger.py, an optional extra). Every logger receives the same
+needs nothing), `mlflow` (mlflow_logger.py, an optional extra; a remote server asked once with a
+timeout by reachability.py). Every logger receives the same
 scalars (`train/...`, `val/...`, `val_per_class/...`, `best/...`), the evaluation images (those
 that take images), the key settings and summary metrics (once, as hparams) and the resolved
 config. Loggers are built on every rank (their keywords are checked alike) and opened and
