@@ -64,7 +64,9 @@ DESCRIPTIONS = {
     "train.max_iters": "optimizer steps to train (give this or `max_epochs`); `1e4` is read as 10000",
     "train.log_interval": "iterations between log lines and TensorBoard scalars (0: never)",
     "train.ckpt_interval": "iterations between checkpoints (0: only the last one)",
-    "train.best_mode": "whether a larger (max) or smaller (min) `best_metric` is better",
+    "train.best_mode": "whether a larger (max) or smaller (min) `best_metric` is better; auto: from the metric's "
+                       "name (mIoU, accuracy, PSNR, SSIM, MS-SSIM: max; loss, FID, KID, SWD, L1: min; "
+                       "framework/config/metric_direction.py), another name must say",
     "load_from.checkpoint": "the file: `.pth` / `.pt` (a training checkpoint too) or `.safetensors`",
     "load_from.prefix": "keep only the file's keys starting with this, and cut it off",
     "load_from.rename": "`{regex: replacement}` applied to the file's keys, in order",
