@@ -1,7 +1,6 @@
 """Which way a metric improves, from its name (framework/config/metric_direction.py): the one rule
 behind `train.best_mode: auto` and an EarlyStoppingHook without `rule`."""
 
-import logging
 
 import pytest
 
@@ -59,12 +58,11 @@ def test_best_mode_auto_with_an_unknown_name_asks_for_it():
 
 
 @pytest.mark.parametrize("monitor, rule", [("mIoU", "greater"), ("FID", "less")])
-def test_early_stopping_infers_its_rule_and_says_which(monitor, rule, caplog):
-    with caplog.at_level(logging.INFO, logger="framework"):
-        hook = EarlyStoppingHook(monitor=monitor)
+def test_early_stopping_infers_its_rule_and_says_which(monitor, rule, framework_log):
+    hook = EarlyStoppingHook(monitor=monitor)
     assert hook.decision.rule == rule
     assert f"early stopping: rule {rule} for {monitor} (from the metric's name; set rule to choose another)" \
-        in caplog.text
+        in framework_log.text
 
 
 def test_early_stopping_keeps_an_explicit_rule_and_asks_for_an_unknown_metric():

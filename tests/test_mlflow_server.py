@@ -6,7 +6,6 @@ a run there instead of reusing the recorded id (which only the first store has).
 
 import http.server
 import json
-import logging
 import os
 import socket
 import threading
@@ -105,18 +104,16 @@ def test_the_environment_variable_uri_is_asked_too(silent_server, monkeypatch):
         build(timeout=0.2)
 
 
-def test_a_server_that_answers_even_with_an_error_status_is_reachable(answering_server, caplog):
-    with caplog.at_level(logging.INFO, logger="framework"):
-        mlflow = build(tracking_uri=answering_server, timeout=5)
+def test_a_server_that_answers_even_with_an_error_status_is_reachable(answering_server, framework_log):
+    mlflow = build(tracking_uri=answering_server, timeout=5)
     assert mlflow.enabled and mlflow.takes_images
-    assert f"mlflow: asking the tracking server {answering_server} (timeout 5 s)" in caplog.text
+    assert f"mlflow: asking the tracking server {answering_server} (timeout 5 s)" in framework_log.text
 
 
-def test_not_required_goes_on_without_the_logger(silent_server, tmp_path, caplog):
-    with caplog.at_level(logging.WARNING, logger="framework"):
-        mlflow = build(tracking_uri=silent_server, timeout=0.2, required=False)
+def test_not_required_goes_on_without_the_logger(silent_server, tmp_path, framework_log):
+    mlflow = build(tracking_uri=silent_server, timeout=0.2, required=False)
     assert f"mlflow: tracking server {silent_server}: no answer within 0.2 s; training without the mlflow " \
-           "logger (required: false)" in caplog.text
+           "logger (required: false)" in framework_log.text
     assert not mlflow.enabled and not mlflow.takes_images
     mlflow.open(tmp_path, "seed: 0\n", None)
     mlflow.log_scalars({"train/loss": 1.0}, 1)
@@ -173,3 +170,25 @@ def test_a_run_resumed_on_another_tracking_store_starts_a_run_there(tmp_path, mo
     assert runs_in(other_store) == {record["run_id"]: "FINISHED"}
     assert runs_in(work_dir / "mlruns") == {first_id: "KILLED"}  # the first store's run left as it was
     assert os.environ.get("MLFLOW_TRACKING_URI") is None
+
+
+def test_a_server_that_answers_but_refuses_the_requests_fails_at_open_in_one_line(answering_server, tmp_path):
+    mlflow = build(tracking_uri=answering_server, timeout=5)
+    start = time.monotonic()
+    with pytest.raises(ConfigError) as error:
+        mlflow.open(tmp_path, "seed: 0\n", None)
+    assert time.monotonic() - start < 30  # a 404 is not retried
+    assert str(error.value).startswith(f"mlflow logger: tracking store {answering_server}: ")
+    assert str(error.value).endswith("(required: false trains without it)") and "\n" not in str(error.value)
+    assert not (tmp_path / RUN_RECORD).exists()
+
+
+def test_not_required_goes_on_when_the_server_refuses_the_requests(answering_server, tmp_path,
+                                                                   framework_log):
+    mlflow = build(tracking_uri=answering_server, timeout=5, required=False)
+    mlflow.open(tmp_path, "seed: 0\n", None)
+    assert f"mlflow: tracking store {answering_server}: " in framework_log.text
+    assert "(required: false)" in framework_log.text
+    assert not mlflow.enabled and not mlflow.takes_images and mlflow.run_id is None
+    mlflow.log_scalars({"train/loss": 1.0}, 1)
+    mlflow.close("finished")

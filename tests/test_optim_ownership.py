@@ -2,7 +2,6 @@
 shipped CycleGAN and segmentation configs with the overrides a user would write, and the run
 summary counts as trained what the optimizers hold."""
 
-import logging
 from types import SimpleNamespace
 
 import pytest
@@ -84,7 +83,8 @@ def test_a_parameter_left_out_of_a_partly_optimized_module_is_named_alone():
         build_optimizers({"optim": {"type": "SGD", "lr": 0.1, "params": "first.conv"}}, TwoHeads(), max_iters=1)
 
 
-def test_segmentation_with_the_decoder_frozen_builds_and_the_summary_counts_only_the_optimized(tmp_path, caplog):
+def test_segmentation_with_the_decoder_frozen_builds_and_the_summary_counts_only_the_optimized(
+        tmp_path, framework_log):
     plain, task, optim = built(MOBILENET_UNET, tmp_path, "task.model.encoder_weights=null",
                                "+optim.params=model.encoder", "optim.param_groups=null",
                                "+task.model.frozen=[blocks,head]")
@@ -93,7 +93,6 @@ def test_segmentation_with_the_decoder_frozen_builds_and_the_summary_counts_only
     assert optimized(optim) == {id(p) for p in task.model.encoder.parameters()}
     trainer = SimpleNamespace(task=task, optim=optim, work_dir=str(tmp_path), device=torch.device("cpu"),
                               accumulate=1, max_iters=7)
-    with caplog.at_level(logging.INFO, logger="framework"):
-        log_run_summary(trainer, batch=2)
-    assert f"parameters {total / 1e6:.2f}M ({encoder / 1e6:.2f}M trained)" in caplog.text
+    log_run_summary(trainer, batch=2)
+    assert f"parameters {total / 1e6:.2f}M ({encoder / 1e6:.2f}M trained)" in framework_log.text
     assert f"{encoder / 1e6:.2f}M" != f"{total / 1e6:.2f}M"  # the two counts tell apart

@@ -99,6 +99,21 @@ class MLflowLogger(RunLogger):
         os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")  # before mlflow is imported
         if uri.startswith("file:"):
             os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
+        from mlflow.exceptions import MlflowException
+
+        try:
+            self._start_run(uri, chosen, work_dir, config_text, resumed_iter)
+        except MlflowException as err:  # a server that answers but refuses (credentials, a wrong path)
+            reason = (str(err).strip() or type(err).__name__).splitlines()[0].split(" Response body:")[0]
+            if self.required:
+                raise ConfigError(f"mlflow logger: tracking store {uri}: {reason} (required: false trains "
+                                  "without it)") from err
+            logger.warning(f"mlflow: tracking store {uri}: {reason}; training without the mlflow logger "
+                           "(required: false)")
+            self.run_id, self.enabled, self.takes_images = None, False, False
+
+    def _start_run(self, uri: str, chosen: str | None, work_dir: Path, config_text: str,
+                   resumed_iter: int | None) -> None:
         from mlflow.tracking import MlflowClient
 
         self.client = MlflowClient(tracking_uri=uri)
