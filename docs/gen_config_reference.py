@@ -99,8 +99,9 @@ default, and what it does. A key not listed here is an error naming it, with clo
 Component nodes (`task`, datasets, models, losses, metrics, hooks, schedulers) take the
 keywords of their class: see [Configs](configs.md) and the pages of each part.
 
-No number of a config, here or in a component's keywords, may be NaN or infinite (`.nan`, `.inf`,
-or an override's `nan`, `inf`): it is refused naming its key. The one exception is infinity where
+No number of a config, here or in a component's keywords, may be NaN or infinite (`.nan`, `.inf`;
+in a component's keywords also the words `nan`, `inf`, which Python would read as numbers): it is
+refused naming its key. The one exception is infinity where
 it means something: {allowed}.
 """
 

@@ -48,6 +48,14 @@ def test_the_largest_finite_numbers_and_words_that_are_no_number_are_accepted():
     assert cfg.task.adv_weight == 1.7976931348623157e308 and cfg.task.gan_loss == "infinite"
 
 
+def test_number_words_outside_component_nodes_are_strings_their_keys_check():
+    cfg = load_config(UNET, ["work_dir=inf", "train.best_metric=nan", "train.best_mode=max"])
+    assert cfg.work_dir == "inf"  # a folder name
+    assert nonfinite_numbers({"work_dir": "nan", "task": {"type": "T", "w": {"x": ["-Inf"]}}}) == [
+        "task.w.x[0]: expected a finite number, got '-Inf' (a config refuses NaN and infinity; "
+        "inf only in clip_grad.norm_type)"]  # below a node, in nested keywords too
+
+
 def test_a_key_with_its_own_rule_reports_once():
     with pytest.raises(ConfigError) as error:
         load_config(UNET, ["optim.lr=.nan"])

@@ -164,28 +164,33 @@ INFINITY_ALLOWED = {
     "clip_grad.norm_type": "the max norm, as in torch.nn.utils.clip_grad_norm_",
 }
 # What Python's float() reads as NaN or infinity: an override `task.cycle_weight=nan` arrives as
-# this string (YAML's own spellings are .nan and .inf) and a component would float() it.
+# this string (YAML's own spellings are .nan and .inf) and a component would float() it. Only in
+# component nodes (`{type: ...}` and below), whose keywords go to Python constructors: elsewhere a
+# string is checked by its key's own rule, and `work_dir: inf` is a folder name.
 _NONFINITE_WORDS = {f"{sign}{word}" for sign in ("", "+", "-") for word in ("nan", "inf", "infinity")}
 
 
-def _nonfinite(value: Any) -> bool:
+def _nonfinite(value: Any, in_component: bool) -> bool:
     if isinstance(value, float):
         return not math.isfinite(value)
-    return isinstance(value, str) and value.strip().lower() in _NONFINITE_WORDS
+    return in_component and isinstance(value, str) and value.strip().lower() in _NONFINITE_WORDS
 
 
 def _infinity_allowed(key: str, value: Any) -> bool:
-    return isinstance(value, float) and math.isinf(value) and any(key == allowed or key.endswith("." + allowed) for allowed in INFINITY_ALLOWED)
+    return isinstance(value, float) and math.isinf(value) and \
+        any(key == allowed or key.endswith("." + allowed) for allowed in INFINITY_ALLOWED)
 
 
-def nonfinite_numbers(value: Any, key: str = "") -> list[str]:
+def nonfinite_numbers(value: Any, key: str = "", in_component: bool = False) -> list[str]:
     """One `key: ...` line per NaN or infinite number in `value` (a whole config), by key path
     (`hooks[0].stopping_threshold`), except infinity under `INFINITY_ALLOWED`."""
     if isinstance(value, Mapping):
-        return [line for name, item in value.items() for line in nonfinite_numbers(item, _join(key, str(name)))]
+        inside = in_component or "type" in value
+        return [line for name, item in value.items()
+                for line in nonfinite_numbers(item, _join(key, str(name)), inside)]
     if isinstance(value, list):
-        return [line for i, item in enumerate(value) for line in nonfinite_numbers(item, f"{key}[{i}]")]
-    if _nonfinite(value) and not _infinity_allowed(key, value):
+        return [line for i, item in enumerate(value) for line in nonfinite_numbers(item, f"{key}[{i}]", in_component)]
+    if _nonfinite(value, in_component) and not _infinity_allowed(key, value):
         return [f"{key}: expected a finite number, got {shown(value)} (a config refuses NaN and infinity; "
                 f"inf only in {', '.join(INFINITY_ALLOWED)})"]
     return []
