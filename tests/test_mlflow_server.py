@@ -146,7 +146,7 @@ def runs_in(store):
             for run in client.search_runs([e.experiment_id])}
 
 
-def test_a_run_resumed_on_another_tracking_store_starts_a_run_there(tmp_path, monkeypatch):
+def test_a_run_resumed_on_another_tracking_store_starts_a_run_there(tmp_path, monkeypatch, framework_log):
     monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     work_dir, other_store = tmp_path / "run", tmp_path / "other_store"
@@ -163,6 +163,8 @@ def test_a_run_resumed_on_another_tracking_store_starts_a_run_there(tmp_path, mo
 
     moved = build(tracking_uri=other_store.as_uri())  # resumed on another store: a new run there
     moved.open(work_dir, "seed: 0\n", resumed_iter=2)
+    assert f"mlflow: the recorded run {first_id} belongs to the tracking store in the work dir; starting a new " \
+           f"run in {other_store.as_uri()}" in framework_log.text
     moved.log_scalars({"train/loss": 0.5}, 3)
     moved.close("finished")
     record = json.loads((work_dir / RUN_RECORD).read_text())

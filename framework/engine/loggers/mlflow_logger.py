@@ -124,6 +124,9 @@ class MLflowLogger(RunLogger):
             self.run_id = record["run_id"]
             self.client.update_run(self.run_id, status="RUNNING")
             return
+        if resumed_iter is not None and record.get("run_id"):
+            logger.info(f"mlflow: the recorded run {record['run_id']} belongs to the tracking store "
+                        f"{record.get('tracking_uri') or 'in the work dir'}; starting a new run in {uri}")
         name = self.experiment or work_dir.name
         found = self.client.get_experiment_by_name(name)
         experiment_id = found.experiment_id if found else self.client.create_experiment(name)
