@@ -10,6 +10,8 @@ that take images), the key settings and summary metrics (once, as hparams) and t
 config. Loggers are built on every rank (their keywords are checked alike) and opened and
 written on rank 0 only; the hooks write to `trainer.loggers`, a `LoggerGroup` that is empty on
 the other ranks. A user logger subclasses `RunLogger` and registers with `@LOGGERS.register("name")`.
+Owns: the `RunLogger` contract and `LoggerGroup` (base.py), the built-in loggers, and the one
+reachability check of a remote tracking server (reachability.py).
 May import: what engine/ may (the loggers are imported by the LOGGERS registry on first lookup).
 """
 
