@@ -24,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from framework.config.rules import REQUIRED  # noqa: E402
+from framework.config.rules import INFINITY_ALLOWED, REQUIRED  # noqa: E402
 from framework.config.schema import DEFAULTS, LOAD_SPEC, SCHEMA  # noqa: E402
 
 PAGE = ROOT / "docs" / "config-reference.md"
@@ -64,7 +64,9 @@ DESCRIPTIONS = {
     "train.max_iters": "optimizer steps to train (give this or `max_epochs`); `1e4` is read as 10000",
     "train.log_interval": "iterations between log lines and TensorBoard scalars (0: never)",
     "train.ckpt_interval": "iterations between checkpoints (0: only the last one)",
-    "train.best_mode": "whether a larger (max) or smaller (min) `best_metric` is better",
+    "train.best_mode": "whether a larger (max) or smaller (min) `best_metric` is better; auto: from the metric's "
+                       "name (mIoU, accuracy, PSNR, SSIM, MS-SSIM: max; loss, FID, KID, SWD, L1: min; "
+                       "framework/config/metric_direction.py), another name must say",
     "load_from.checkpoint": "the file: `.pth` / `.pt` (a training checkpoint too) or `.safetensors`",
     "load_from.prefix": "keep only the file's keys starting with this, and cut it off",
     "load_from.rename": "`{regex: replacement}` applied to the file's keys, in order",
@@ -96,6 +98,11 @@ merging, `key=value` overrides and `${...}` interpolation, before anything is bu
 default, and what it does. A key not listed here is an error naming it, with close matches.
 Component nodes (`task`, datasets, models, losses, metrics, hooks, schedulers) take the
 keywords of their class: see [Configs](configs.md) and the pages of each part.
+
+No number of a config, here or in a component's keywords, may be NaN or infinite (`.nan`, `.inf`;
+in a component's keywords also the words `nan`, `inf`, which Python would read as numbers): it is
+refused naming its key. The one exception is infinity where
+it means something: {allowed}.
 """
 
 
@@ -224,7 +231,7 @@ def render() -> str:
     queue = [("", SCHEMA)]
     seen: dict[int, str] = {id(SCHEMA): ""}
     aliases: dict[str, list[str]] = {}
-    out = [INTRO]
+    out = [INTRO.replace("{allowed}", "; ".join(f"`{key}: .inf` ({meaning})" for key, meaning in INFINITY_ALLOWED.items()))]
     index = 0
     while True:
         if index == len(queue):  # every section of SCHEMA is out: then the weights-file keys

@@ -145,7 +145,9 @@ def test_resuming_a_run_that_stopped_early_trains_no_further(stopped_run, tmp_pa
      "hooks: EarlyStoppingHook needs evaluations during training: set data.val and train.val_interval > 0"),
     (["hooks=[{type: EarlyStoppingHook, monitor: aAcc, rule: bigger}]"],
      "hooks[0] (EarlyStoppingHook): rule must be one of greater, less, got 'bigger'"),
-    (["hooks=[{type: EarlyStoppingHook, monitor: aAcc}]"], "missing 1 required positional argument: 'rule'"),
+    (["hooks=[{type: EarlyStoppingHook, monitor: score}]"],
+     "hooks[0] (EarlyStoppingHook): rule: missing, and the name 'score' does not say whether a greater or a "
+     "smaller value is better: set rule: greater or rule: less"),
 ])
 def test_mistakes_are_one_line_before_training(tmp_path, overrides, message):
     result = call_tool("train", "--config", CONFIG, "--work-dir", tmp_path, *[o for o in RUN if "probes" not in o],

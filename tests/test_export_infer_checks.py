@@ -2,6 +2,7 @@
 export that does not follow the input size, results that would overwrite each other, option
 values no run can use, and folders that cannot be written."""
 
+import importlib.util
 import subprocess
 
 import cv2
@@ -11,6 +12,7 @@ import torch
 
 from framework.checkpoint import files as ckpt
 from framework.engine.trained import load_trained_task
+from framework.errors import ConfigError
 from support import REPO, call_tool
 
 pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit:FutureWarning")
@@ -172,3 +174,27 @@ def test_an_unwritable_folder_is_exit_1_naming_it_in_every_tool(unet_run, tmp_pa
     result = call_tool(tool, *args, *[o.format(**fill) for o in options])
     assert result.returncode == 1, result.stderr
     assert result.stderr == f"error: {named.format(**fill)}: Not a directory\n"
+
+
+def infer_tool_module():
+    """tools/infer.py as a module (the tools are scripts, not a package)."""
+    spec = importlib.util.spec_from_file_location("tools_infer_module", REPO / "tools" / "infer.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_exactly_two_inputs_with_one_stem_are_refused_and_one_file_twice_is_not(tmp_path):
+    distinct_inputs = infer_tool_module().distinct_inputs
+    for name in ("a/x.png", "b/x.jpg", "b/y.png"):
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_bytes(b"")
+    # two files, one result name: the smallest clash
+    with pytest.raises(ConfigError) as error:
+        distinct_inputs([tmp_path / "a/x.png", tmp_path / "b/x.jpg"])
+    assert str(error.value) == (f"--input: {tmp_path / 'a/x.png'}, {tmp_path / 'b/x.jpg'} would all be written as "
+                                "x.png; give them in separate runs with different --output folders, or rename them")
+    # two spellings of one file: one input, no clash; two stems: two inputs
+    assert distinct_inputs([tmp_path / "a/x.png", tmp_path / "a/../a/x.png"]) == [tmp_path / "a/x.png"]
+    assert distinct_inputs([tmp_path / "a/x.png", tmp_path / "b/y.png"]) == [tmp_path / "a/x.png",
+                                                                             tmp_path / "b/y.png"]

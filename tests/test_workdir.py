@@ -249,7 +249,8 @@ def test_a_best_metric_found_wrong_at_the_first_evaluation_keeps_that_iterations
     assert ckpt.load_checkpoint(work_dir / "checkpoints/iter_3.pth")["meta"]["iter"] == 3
     resumed = call_tool("train", "--config", CONFIG, "--work-dir", work_dir, *RUN, "train.val_interval=3",
                         "train.ckpt_interval=4", f"custom_imports=['{tmp_path / 'score_of_one_metric.py'}']",
-                        "metrics=[{type: ScoreOfOne}]", "train.best_metric=score", "--resume")
+                        "metrics=[{type: ScoreOfOne}]", "train.best_metric=score", "train.best_mode=max",
+                        "--resume")
     assert resumed.returncode == 0, resumed.stderr
     assert "resumed from" in resumed.stdout
 

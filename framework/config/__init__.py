@@ -1,7 +1,7 @@
 """Configs: YAML files with `_base_` inheritance, `key=value` overrides, the schema and custom imports.
 
 Owns: reading config files (`files.py`), the public keys' defaults and ranges (`schema.py`, written
-with the rules of `rules.py`), overrides and validation (`loading.py`), and locating the user
+with the rules of `rules.py`), overrides and validation (`loading.py`), which way a metric improves (`metric_direction.py`), and locating the user
 modules a config names (`custom_imports.py`).
 May import: `framework.registry` and `framework.errors`; no torch, so a tool can validate a
 config and answer `--help` before paying for torch.

@@ -11,6 +11,8 @@ Rules a user can rely on:
   (a repeated key: the last wins), and must name an existing key; `+a.b.c=value` adds a new one.
 - Every public key has a default (`DEFAULTS`) and a type and range (`SCHEMA`), checked before
   anything is built: unknown keys and wrong values are all reported at once, one line each.
+- No number anywhere in the config (component keywords too) may be NaN or infinite, except
+  infinity where a key gives it a meaning (`INFINITY_ALLOWED` in rules.py: clip_grad.norm_type).
 - A base node replaced because its `type` changed: the keys it dropped are reported (`notes`).
 """
 
@@ -27,6 +29,8 @@ from omegaconf.errors import OmegaConfBaseException
 
 from framework.config.custom_imports import import_custom_modules, locate  # noqa: F401  (part of this module's API)
 from framework.config.files import load_with_bases, merge_nodes, parse_yaml
+from framework.config.metric_direction import metric_direction
+from framework.config.rules import nonfinite_numbers
 from framework.config.schema import DEFAULTS, LOAD_SPEC, SCHEMA
 from framework.errors import ConfigError
 from framework.registry import did_you_mean, to_plain  # noqa: F401 (to_plain: part of this module's API)
@@ -90,11 +94,14 @@ def apply_override(cfg: dict, key: str, value: Any, adds: bool = False) -> None:
 # ----------------------------------------------------------------------------- validation
 
 
-def check_config(cfg: dict, source: str) -> dict:
-    """The config with values normalised by SCHEMA (`1e4` iterations -> 10000); raises one
-    ConfigError listing every mistake, one line each, when there is any."""
+def check_config(cfg: dict, source: str, notes: list[str] | None = None) -> dict:
+    """The config with values normalised by SCHEMA (`1e4` iterations -> 10000) and `auto`
+    settings resolved (`train.best_mode`, said in `notes`); raises one ConfigError listing every
+    mistake, one line each, when there is any."""
     errors: list[str] = []
     checked = SCHEMA(cfg, "", errors)
+    already = {line.split(":", 1)[0] for line in errors}  # a ranged key's own rule said it (lr: nan)
+    errors += [line for line in nonfinite_numbers(cfg) if line.split(":", 1)[0] not in already]
     if isinstance(checked.get("load_from"), dict):
         checked["load_from"] = LOAD_SPEC(checked["load_from"], "load_from", errors)
     train = checked.get("train") if isinstance(checked.get("train"), dict) else {}
@@ -103,11 +110,29 @@ def check_config(cfg: dict, source: str) -> dict:
     elif train.get("max_iters") is not None and train.get("max_epochs") is not None:
         errors.append(f"train.max_iters ({train['max_iters']}) and train.max_epochs ({train['max_epochs']}) "
                       "are both set: give one (null the other)")
+    if train.get("best_mode") == "auto":
+        train["best_mode"] = resolve_best_mode(train.get("best_metric"), errors, notes)
     if checked.get("optim") is not None and checked.get("optimizers") is not None:
         errors.append("optim/optimizers: give either 'optim' (one optimizer) or 'optimizers' (by name), not both")
     if errors:
         raise ConfigError("\n".join(f"{source}: {line}" for line in errors))
     return checked
+
+
+def resolve_best_mode(best_metric, errors: list[str], notes: list[str] | None) -> str:
+    """`train.best_mode: auto`: max or min from the name of train.best_metric (metric_direction.py)."""
+    if not isinstance(best_metric, str):
+        return "auto"  # no best checkpoint is kept: the mode is never read
+    direction = metric_direction(best_metric)
+    if direction is None:
+        errors.append(f"train.best_mode: auto, and the name '{best_metric}' (train.best_metric) does not say whether a "
+                      "greater or a smaller value is better: set train.best_mode: max or min")
+        return "auto"
+    mode = "max" if direction == "greater" else "min"
+    if notes is not None:
+        better = "greater" if direction == "greater" else "smaller"
+        notes.append(f"train.best_mode: {mode} for train.best_metric {best_metric} (auto: a {better} value is better)")
+    return mode
 
 
 def load_config(path: str | os.PathLike, overrides: list[str] | tuple[str, ...] = (),
@@ -124,7 +149,7 @@ def load_config(path: str | os.PathLike, overrides: list[str] | tuple[str, ...] 
     except OmegaConfBaseException as err:
         first = str(err).splitlines()[0]
         raise ConfigError(f"{path}: {first}") from err
-    cfg = OmegaConf.create(check_config(OmegaConf.to_container(cfg), str(path)))
+    cfg = OmegaConf.create(check_config(OmegaConf.to_container(cfg), str(path), notes))
     cfg._set_flag("allow_objects", False)
     return cfg
 

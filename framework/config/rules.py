@@ -154,3 +154,43 @@ def each(rule) -> Callable:
 
 def _join(key: str, name: str) -> str:
     return f"{key}.{name}" if key else name
+
+
+# The one rule for every number of a config, component nodes included (task, model, loss, optimizer,
+# scheduler, hook and metric keywords): NaN and infinity are refused at start-up, since a NaN
+# threshold never fires and a NaN or infinite loss weight only shows up later as a diverged run.
+# Keys (matched on the end of their path) where infinity means something, and what it means:
+INFINITY_ALLOWED = {
+    "clip_grad.norm_type": "the max norm, as in torch.nn.utils.clip_grad_norm_",
+}
+# What Python's float() reads as NaN or infinity: an override `task.cycle_weight=nan` arrives as
+# this string (YAML's own spellings are .nan and .inf) and a component would float() it. Only in
+# component nodes (`{type: ...}` and below), whose keywords go to Python constructors: elsewhere a
+# string is checked by its key's own rule, and `work_dir: inf` is a folder name.
+_NONFINITE_WORDS = {f"{sign}{word}" for sign in ("", "+", "-") for word in ("nan", "inf", "infinity")}
+
+
+def _nonfinite(value: Any, in_component: bool) -> bool:
+    if isinstance(value, float):
+        return not math.isfinite(value)
+    return in_component and isinstance(value, str) and value.strip().lower() in _NONFINITE_WORDS
+
+
+def _infinity_allowed(key: str, value: Any) -> bool:
+    return isinstance(value, float) and math.isinf(value) and \
+        any(key == allowed or key.endswith("." + allowed) for allowed in INFINITY_ALLOWED)
+
+
+def nonfinite_numbers(value: Any, key: str = "", in_component: bool = False) -> list[str]:
+    """One `key: ...` line per NaN or infinite number in `value` (a whole config), by key path
+    (`hooks[0].stopping_threshold`), except infinity under `INFINITY_ALLOWED`."""
+    if isinstance(value, Mapping):
+        inside = in_component or "type" in value
+        return [line for name, item in value.items()
+                for line in nonfinite_numbers(item, _join(key, str(name)), inside)]
+    if isinstance(value, list):
+        return [line for i, item in enumerate(value) for line in nonfinite_numbers(item, f"{key}[{i}]", in_component)]
+    if _nonfinite(value, in_component) and not _infinity_allowed(key, value):
+        return [f"{key}: expected a finite number, got {shown(value)} (a config refuses NaN and infinity; "
+                f"inf only in {', '.join(INFINITY_ALLOWED)})"]
+    return []

@@ -70,7 +70,7 @@ DEFAULTS: dict[str, Any] = {
         "ckpt_interval": 1000,
         "keep_last": 3,  # iteration checkpoints kept (the best one is kept apart)
         "best_metric": None,  # e.g. mIoU: keeps checkpoints/best.pth
-        "best_mode": "max",
+        "best_mode": "auto",
         "vis_images": 4,  # images written to TensorBoard per evaluation
         "progress_bar": "auto",  # auto: only when attached to a terminal
         "accumulate": 1,  # micro-batches per optimizer step (gradient accumulation)
@@ -111,7 +111,7 @@ SCHEMA = section({
         "max_iters": optional(integer(1)), "max_epochs": optional(integer(1)),
         "log_interval": integer(0), "val_interval": integer(0), "val_at_start": boolean,  # interval 0: never
         "ckpt_interval": integer(0), "keep_last": integer(0),  # keep_last 0: keep all
-        "best_metric": optional(string), "best_mode": one_of("max", "min"), "vis_images": integer(0),
+        "best_metric": optional(string), "best_mode": one_of("auto", "max", "min"), "vis_images": integer(0),
         "progress_bar": one_of(True, False, "auto"), "accumulate": integer(1),
         "nan_policy": one_of("raise", "skip"), "nan_max_skips": integer(0)}),
 }, required=("task", "data"))

@@ -11,6 +11,10 @@ or several, each over the parameters of named submodules of the task:
       generator:     {type: Adam, lr: 2.0e-4, betas: [0.5, 0.999], params: generator}
       discriminator: {type: Adam, lr: 2.0e-4, betas: [0.5, 0.999], params: [discriminator]}
 
+Every trainable parameter belongs to exactly one optimizer: one in two entries, or in none (a
+network that would keep its initial weights), is refused at start-up (framework/optim/ownership.py);
+a network meant to stay fixed is `frozen:` in its model node.
+
 A task calls `optim.update(loss, "generator")`; zero_grad(set_to_none), backward, clipping and
 the optimizer step all happen here, so tasks never touch them.
 """
@@ -27,7 +31,7 @@ from torch import nn
 
 from framework.dist import all_reduce_min
 from framework.errors import ConfigError, NonFiniteError
-from framework.registry import OPTIMIZERS, did_you_mean
+from framework.registry import OPTIMIZERS
 
 logger = logging.getLogger("framework")
 
@@ -234,37 +238,6 @@ def restart_lr(scheduler) -> None:
     scheduler._last_lr = list(lrs)  # what get_last_lr() reports; torch keeps it in this attribute
 
 
-def _select_params(task: nn.Module, selector, path: str) -> list[nn.Parameter]:
-    """Trainable parameters of the task's submodules named by `selector` (all when None)."""
-    if selector is None:
-        return [p for p in task.parameters() if p.requires_grad]
-    names = [selector] if isinstance(selector, str) else list(selector)
-    modules = dict(task.named_modules())
-    params = []
-    for name in names:
-        if name not in modules or not name:
-            children = [n for n, _ in task.named_children()]
-            raise ConfigError(
-                f"{path}.params: the task has no submodule '{name}'{did_you_mean(str(name), children)} "
-                f"(it has: {', '.join(children)})"
-            )
-        params.extend(p for p in modules[name].parameters() if p.requires_grad)
-    return params
-
-
-def _claim_params(task: nn.Module, selector, path: str, name: str, owner: dict[int, str]) -> list[nn.Parameter]:
-    """The parameters optimizer `name` selects, each claimed by one optimizer only."""
-    params = _select_params(task, selector, path)
-    if not params:
-        raise ConfigError(f"{path}.params: selects no trainable parameters")
-    for p in params:
-        if id(p) in owner:
-            raise ConfigError(f"{path}.params: parameters of '{selector}' are already optimized by "
-                              f"'{owner[id(p)]}'; each parameter must have one optimizer")
-        owner[id(p)] = name
-    return params
-
-
 def with_fused_default(node: dict, params: list[nn.Parameter]) -> dict:
     """`fused: true` unless the entry chooses (`fused` or `foreach`), for the optimizers that
     have a fused kernel (Adam, AdamW, SGD, Adagrad) when every parameter is a float tensor on the
@@ -285,6 +258,7 @@ def with_fused_default(node: dict, params: list[nn.Parameter]) -> dict:
 def build_optimizers(cfg: Mapping, task: nn.Module, max_iters: int, scaler: torch.amp.GradScaler | None = None,
                      skip_nonfinite: bool = False, max_skips: int = 10) -> Optimizers:
     """Build from the config's `optim` (one) or `optimizers` (by name) section."""
+    from framework.optim.ownership import claim_params, refuse_unoptimized
     from framework.optim.param_groups import split_param_groups
     from framework.optim.schedulers import build_scheduler
 
@@ -302,8 +276,8 @@ def build_optimizers(cfg: Mapping, task: nn.Module, max_iters: int, scaler: torc
         if not isinstance(entry, Mapping):
             raise ConfigError(f"{path}: expected an optimizer node like {{type: Adam, lr: 1.0e-3}}, got {entry!r}")
         node = {k: v for k, v in entry.items() if k not in ENTRY_KEYS}
-        params = _claim_params(task, entry.get("params"), path, name, owner)
-        groups = split_param_groups(task, params, node, entry.get("param_groups"), path, _select_params)
+        params = claim_params(task, entry.get("params"), path, name, owner)
+        groups = split_param_groups(task, params, node, entry.get("param_groups"), path)
         optimizers[name] = OPTIMIZERS.build(with_fused_default(node, params), path=path, params=groups)
         if entry.get("clip_grad"):
             clips[name] = dict(entry["clip_grad"])
@@ -317,4 +291,5 @@ def build_optimizers(cfg: Mapping, task: nn.Module, max_iters: int, scaler: torc
             f"{', '.join(task.required_optimizers)}; missing {', '.join(missing)} "
             f"(declare them under optimizers:, each with params: <submodule>)"
         )
+    refuse_unoptimized(task, owner, prefix.rstrip(".") or "optim")
     return Optimizers(optimizers, clips, schedulers, scaler, skip_nonfinite, max_skips)

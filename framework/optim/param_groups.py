@@ -20,16 +20,16 @@ from collections.abc import Mapping
 from torch import nn
 
 from framework.errors import ConfigError
+from framework.optim.ownership import select_params
 from framework.registry import OPTIMIZERS, accepted_keywords, reject_unknown_keys
 
 GROUP_KEYS = ("name", "params", "lr_mult")
 
 
-def split_param_groups(task: nn.Module, params: list[nn.Parameter], node: Mapping, groups, path: str,
-                       select) -> list[nn.Parameter] | list[dict]:
+def split_param_groups(task: nn.Module, params: list[nn.Parameter], node: Mapping, groups,
+                       path: str) -> list[nn.Parameter] | list[dict]:
     """`params` unchanged without `param_groups`; else [rest group, group 1, ...] as torch takes them.
-
-    `select(task, selector, path)` picks a group's parameters (optim.py's `_select_params`)."""
+    A group names submodules as an optimizer entry's `params` does (`select_params`)."""
     if not groups:
         return params
     if not isinstance(groups, list) or not all(isinstance(g, Mapping) for g in groups):
@@ -44,7 +44,7 @@ def split_param_groups(task: nn.Module, params: list[nn.Parameter], node: Mappin
             raise ConfigError(f"{where}.params: missing (the submodule(s) of the task this group trains)")
         name = str(group.get("name", f"group{i + 1}"))
         trainable = {id(p) for p in params}
-        chosen = [p for p in select(task, group["params"], where) if id(p) in trainable]
+        chosen = [p for p in select_params(task, group["params"], where) if id(p) in trainable]
         if not chosen:
             raise ConfigError(f"{where}.params: selects no trainable parameter of this optimizer")
         for p in chosen:

@@ -13,7 +13,7 @@ the exact same curve:
             WarmupCosineLR (cosine to min_lr_ratio at max_iters),
             WarmupPolyLR ((1 - it/max_iters)^power, floored at min_lr_ratio)
             LinearDecayLR (1 until decay_start, then linearly to 0 at max_iters: the CycleGAN
-                           schedule, its n_epochs / n_epochs_decay counted in iterations)
+                           schedule; decay_start an iteration, or a fraction of the run in (0, 1))
 
 `max_iters` defaults to the run's train.max_iters.
 """
@@ -115,23 +115,41 @@ class WarmupPolyLR(WarmupLR):
 
 @SCHEDULERS.register()
 class LinearDecayLR(WarmupLR):
-    """Constant for `decay_start` iterations, then linear decay to 0 at `max_iters` (the
-    original CycleGAN's n_epochs then n_epochs_decay). torch has no closed form of it (a
-    SequentialLR of ConstantLR and LinearLR needs scheduler objects, which a config cannot name)."""
+    """Constant until `decay_start`, then linear decay to 0 at `max_iters` (the original
+    CycleGAN's n_epochs then n_epochs_decay). torch has no closed form of it (a SequentialLR of
+    ConstantLR and LinearLR needs scheduler objects, which a config cannot name).
 
-    def __init__(self, optimizer, decay_start: int, max_iters: int, warmup: str | None = None,
+    `decay_start`: an integer is an iteration (0 <= decay_start < max_iters); a float strictly
+    between 0 and 1 is a fraction of the run, the decay starting at iteration
+    floor(decay_start x max_iters) (0.5: the original's n_epochs = n_epochs_decay), so a shortened
+    or lengthened run (train.max_iters, also on resume) keeps its shape. Any other float is refused
+    (1.0 or 300.0 would be ambiguous)."""
+
+    def __init__(self, optimizer, decay_start: int | float, max_iters: int, warmup: str | None = None,
                  warmup_iters: int = 0, warmup_factor: float = 0.001, last_epoch: int = -1):
-        if not 0 <= decay_start < max_iters:
-            raise ValueError(f"need 0 <= decay_start < max_iters, got decay_start {decay_start} "
-                             f"and max_iters {max_iters}")
         self.decay_start = decay_start
         self.max_iters = max_iters
+        self.first_decay_iter()  # checks the setting against this run's length
         super().__init__(optimizer, warmup, warmup_iters, warmup_factor, last_epoch)
 
+    def first_decay_iter(self) -> int:
+        """The iteration the decay starts at, for the current `max_iters`."""
+        start = self.decay_start
+        if isinstance(start, float):
+            if not 0.0 < start < 1.0:
+                raise ValueError(f"decay_start: a float is a fraction of the run, strictly between 0 and 1; got "
+                                 f"{start!r} (an iteration is an integer: decay_start: {start:.0f})")
+            return int(start * self.max_iters)
+        if isinstance(start, bool) or not isinstance(start, int) or not 0 <= start < self.max_iters:
+            raise ValueError(f"need 0 <= decay_start < max_iters, got decay_start {start!r} and max_iters "
+                             f"{self.max_iters} (or a fraction of the run: decay_start: 0.5 decays over its second half)")
+        return start
+
     def decay(self, it: int) -> float:
-        if it < self.decay_start:
+        start = self.first_decay_iter()
+        if it < start:
             return 1.0
-        return max(1.0 - (it - self.decay_start) / (self.max_iters - self.decay_start), 0.0)
+        return max(1.0 - (it - start) / (self.max_iters - start), 0.0)
 
 
 def build_scheduler(node: Mapping, optimizer: torch.optim.Optimizer, max_iters: int, path: str) -> LRScheduler:

@@ -33,6 +33,8 @@ MODULES: dict[str, tuple[str, list[str]]] = {
         "-k", "not quickstart and not float16_scale_backs_off and not tool and not rank and not raise_stops "
               "and not skip_skips and not too_many"]),
     "optim.schedulers": ("framework/optim/schedulers.py", ["tests/test_schedulers.py", "tests/test_optim.py"]),
+    "optim.ownership": ("framework/optim/ownership.py", ["tests/test_optim_ownership.py", "tests/test_optim.py"]),
+    "config.metric_direction": ("framework/config/metric_direction.py", ["tests/test_metric_direction.py"]),
     # (test_checkpoints.py's killed-mid-write test forks a writer that did not get halfway in 60 s
     # under mutmut on the shared machine, which stops mutmut's stats run: left out)
     "checkpoint.files": ("framework/checkpoint/files.py", ["tests/test_checkpoint_files.py"]),
@@ -93,9 +95,10 @@ MODULES: dict[str, tuple[str, list[str]]] = {
                                                  "projects/dcgan/tests"]),
     "tasks.gan_health": ("framework/tasks/gan_health.py", ["tests/test_tensorboard.py", "-k", "gan_health"]),
     "config.rules": ("framework/config/rules.py", ["tests/test_config_ranges.py", "tests/test_config.py",
-                                                   "-k", "not refuses_clip_grad"]),
+                                                   "tests/test_config_finite.py", "-k", "not refuses_clip_grad and not train_refuses"]),
     "config.loading": ("framework/config/loading.py", ["tests/test_config.py", "tests/test_config_ranges.py",
-                                                       "-k", "not refuses_clip_grad"]),
+                                                       "tests/test_config_finite.py", "tests/test_metric_direction.py",
+                                                       "-k", "not refuses_clip_grad and not train_refuses"]),
 }
 
 COPIED = ["framework", "tests", "benchmarks", "configs", "tools", "projects", "pytest.ini", "setup.py"]

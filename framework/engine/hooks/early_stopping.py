@@ -2,6 +2,11 @@
 
     hooks: [{type: EarlyStoppingHook, monitor: mIoU, rule: greater, patience: 3, min_delta: 0.005}]
 
+`rule` (greater: a greater value is better; less: a smaller one) may be left out where the
+metric's name tells it (framework/config/metric_direction.py, which also decides
+`train.best_mode: auto`): mIoU, accuracy, PSNR, SSIM, MS-SSIM greater; loss, FID, KID, SWD, L1
+less. The log says which it chose; a name it does not know needs `rule`.
+
 The rule, applied at every evaluation after the first iteration (an evaluation of the untrained
 network, `val_at_start`, is no candidate):
 
@@ -30,6 +35,7 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from framework.config.metric_direction import known_directions, metric_direction
 from framework.dist import agree_any, is_main
 from framework.engine.hooks.base import Hook
 from framework.engine.hooks.evaluation import EvalHook
@@ -91,11 +97,22 @@ class StoppingRule:
 class EarlyStoppingHook(Hook):
     priority = 35  # after EvalHook (30), before CheckpointHook (40), which saves the stopped iteration
 
-    def __init__(self, monitor: str, rule: str, patience: int = 3, min_delta: float = 0.0,
+    def __init__(self, monitor: str, rule: str | None = None, patience: int = 3, min_delta: float = 0.0,
                  stopping_threshold: float | None = None, check_finite: bool = True):
         self.monitor = monitor
+        if rule is None:
+            rule = self._rule_from_name(monitor)
         self.decision = StoppingRule(rule, min_delta, patience, stopping_threshold, check_finite)
         self.stopped: dict = {}  # {iter, reason} once the run stopped early
+
+    @staticmethod
+    def _rule_from_name(monitor: str) -> str:
+        rule = metric_direction(monitor) if isinstance(monitor, str) else None
+        if rule is None:
+            raise ValueError(f"rule: missing, and the name '{monitor}' does not say whether a greater or a smaller "
+                             f"value is better: set rule: greater or rule: less (known names: {known_directions()})")
+        logger.info(f"early stopping: rule {rule} for {monitor} (from the metric's name; set rule to choose another)")
+        return rule
 
     def monitored_metrics(self) -> dict[str, str]:
         return {"monitor": self.monitor}

@@ -15,13 +15,19 @@ not take replaced by `_`), the evaluation images (artifacts under images/), the 
 parameters, the resolved config as the artifact config.yaml. The run ends FINISHED, FAILED, or
 KILLED when a signal stopped it. A resumed training run continues the same MLflow run (its id
 is kept in <work_dir>/mlflow_run.json, with the tracking URI, null for the work dir's store); the steps after the checkpoint are logged again, and
-MLflow keeps both values of such a step in its history.
+MLflow keeps both values of such a step in its history. Resumed against another tracking store,
+it starts a new run there (the recorded id belongs to the first store).
+
+A remote server (http/https) is asked once when the logger is built, on rank 0, before anything
+is written: `timeout` seconds (default 10) to connect and answer. No answer ends start-up in one
+line naming the URI, or with `required: false` the run goes on without this logger (a warning says so).
 """
 
 from __future__ import annotations
 
 import importlib.util
 import json
+import logging
 import os
 import re
 import time
@@ -30,9 +36,13 @@ from pathlib import Path
 import torch
 
 from framework.checkpoint.files import atomic_write_bytes
+from framework.dist import is_main
 from framework.engine.loggers.base import RunLogger
+from framework.engine.loggers.reachability import is_remote, unreachable_reason
 from framework.errors import ConfigError
 from framework.registry import LOGGERS
+
+logger = logging.getLogger("framework")
 
 RUN_RECORD = "mlflow_run.json"
 STATUS = {"finished": "FINISHED", "failed": "FAILED", "stopped": "KILLED"}
@@ -46,29 +56,77 @@ def mlflow_key(tag: str) -> str:
 @LOGGERS.register("mlflow")
 class MLflowLogger(RunLogger):
     def __init__(self, tracking_uri: str | None = None, experiment: str | None = None,
-                 run_name: str | None = None, tags: dict | None = None):
+                 run_name: str | None = None, tags: dict | None = None, timeout: float = 10.0,
+                 required: bool = True):
         if importlib.util.find_spec("mlflow") is None:
             raise ConfigError("the mlflow logger needs MLflow: pip install -e '.[mlflow]' (or mlflow-skinny)")
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < float("inf"):
+            raise ValueError(f"timeout must be a number of seconds > 0, got {timeout!r}")
+        if not isinstance(required, bool):
+            raise ValueError(f"required must be true or false, got {required!r}")
         self.tracking_uri, self.experiment, self.run_name = tracking_uri, experiment, run_name
         self.tags = {str(k): str(v) for k, v in (tags or {}).items()}
+        self.timeout, self.required = float(timeout), required
         self.client = None
         self.run_id: str | None = None
+        self.enabled = True  # False: the server did not answer and required is false
+        if is_main():  # only rank 0 logs; asked now, before the run writes anything
+            self._check_server()
+
+    def _chosen_uri(self) -> str | None:
+        return self.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI")  # None: the work dir's store
+
+    def _check_server(self) -> None:
+        uri = self._chosen_uri()
+        if not uri or not is_remote(uri):
+            return
+        logger.info(f"mlflow: asking the tracking server {uri} (timeout {self.timeout:g} s)")
+        reason = unreachable_reason(uri, self.timeout)
+        if reason is None:
+            return
+        if self.required:
+            raise ConfigError(f"tracking server {uri}: {reason} (check tracking_uri / "
+                              "MLFLOW_TRACKING_URI; a longer timeout; or required: false to train without it)")
+        logger.warning(f"mlflow: tracking server {uri}: {reason}; training without the mlflow logger "
+                       "(required: false)")
+        self.enabled, self.takes_images = False, False
 
     def open(self, work_dir: Path, config_text: str, resumed_iter: int | None) -> None:
-        chosen = self.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI")  # None: the work dir's store
+        if not self.enabled:
+            return
+        chosen = self._chosen_uri()
         uri = chosen or (work_dir.resolve() / "mlruns").as_uri()
         os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")  # before mlflow is imported
         if uri.startswith("file:"):
             os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
+        from mlflow.exceptions import MlflowException
+
+        try:
+            self._start_run(uri, chosen, work_dir, config_text, resumed_iter)
+        except MlflowException as err:  # a server that answers but refuses (credentials, a wrong path)
+            reason = (str(err).strip() or type(err).__name__).splitlines()[0].split(" Response body:")[0]
+            if self.required:
+                raise ConfigError(f"mlflow logger: tracking store {uri}: {reason} (required: false trains "
+                                  "without it)") from err
+            logger.warning(f"mlflow: tracking store {uri}: {reason}; training without the mlflow logger "
+                           "(required: false)")
+            self.run_id, self.enabled, self.takes_images = None, False, False
+
+    def _start_run(self, uri: str, chosen: str | None, work_dir: Path, config_text: str,
+                   resumed_iter: int | None) -> None:
         from mlflow.tracking import MlflowClient
 
         self.client = MlflowClient(tracking_uri=uri)
         record_path = work_dir / RUN_RECORD
         record = json.loads(record_path.read_text()) if record_path.is_file() else {}
+        # the recorded run exists in the store it was created in, and only there
         if resumed_iter is not None and record.get("run_id") and record.get("tracking_uri") == chosen:
             self.run_id = record["run_id"]
             self.client.update_run(self.run_id, status="RUNNING")
             return
+        if resumed_iter is not None and record.get("run_id"):
+            logger.info(f"mlflow: the recorded run {record['run_id']} belongs to the tracking store "
+                        f"{record.get('tracking_uri') or 'in the work dir'}; starting a new run in {uri}")
         name = self.experiment or work_dir.name
         found = self.client.get_experiment_by_name(name)
         experiment_id = found.experiment_id if found else self.client.create_experiment(name)
@@ -80,6 +138,8 @@ class MLflowLogger(RunLogger):
         self.client.log_text(self.run_id, config_text, "config.yaml")
 
     def log_scalars(self, scalars: dict[str, float], step: int) -> None:
+        if self.run_id is None:  # not opened: the server did not answer (required: false)
+            return
         from mlflow.entities import Metric
 
         now = int(time.time() * 1000)
@@ -88,10 +148,14 @@ class MLflowLogger(RunLogger):
             self.client.log_batch(self.run_id, metrics=metrics[start:start + 1000])
 
     def log_image(self, tag: str, image: torch.Tensor, step: int) -> None:
+        if self.run_id is None:  # not opened: the server did not answer (required: false)
+            return
         array = (image.detach().float().clamp(0, 1).permute(1, 2, 0).cpu().numpy() * 255).round().astype("uint8")
         self.client.log_image(self.run_id, array, key=mlflow_key(tag), step=step)
 
     def log_hparams(self, settings: dict, metrics: dict[str, float]) -> None:
+        if self.run_id is None:  # not opened: the server did not answer (required: false)
+            return
         from mlflow.entities import Param
         from mlflow.utils.validation import MAX_PARAM_VAL_LENGTH
 
