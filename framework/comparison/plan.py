@@ -26,6 +26,7 @@ from omegaconf import OmegaConf
 
 from framework.config import import_custom_modules, load_config, parse_override
 from framework.errors import ConfigError
+from framework.metrics.base import is_per_class, known_result_names
 from framework.registry import METRICS, did_you_mean
 from framework.runtime.workdir import run_files
 
@@ -122,11 +123,25 @@ def parse_metric(text: str) -> tuple[str, str | None]:
 
 def _known_metric_names(cfg) -> list[str] | None:
     """The values the config's metrics report (None when a custom metric cannot say)."""
-    from framework.metrics.base import known_result_names
-
     import_custom_modules(cfg)
     nodes = OmegaConf.to_container(cfg.get("metrics") or [])
     return known_result_names([METRICS.build(node, path=f"metrics[{i}]") for i, node in enumerate(nodes)])
+
+
+def _check_metric(metric: str, known: list[str] | None, path: str) -> None:
+    """`metric` must be a value the config's evaluation reports. Per-class names (`IoU.circle`)
+    take the evaluation dataset's class names, known only when the run builds it: their family
+    (`IoU.`) is checked here, the name itself in the report."""
+    if known is None:  # a custom metric that cannot say: the report names what is missing
+        return
+    family = metric.split(".")[0] + "." if is_per_class(metric) else None
+    if metric in known or (family and any(name.startswith(family) for name in known)):
+        return
+    summary = ", ".join(name for name in known if not is_per_class(name)) or "none: it never evaluates"
+    per_class = next((name for name in known if is_per_class(name)), None)
+    also = f"; per class e.g. {per_class}" if per_class else ""
+    raise ConfigError(f"--metric: '{metric}' is not a metric of {path} (have: {summary}{also})"
+                      f"{did_you_mean(metric, [name for name in known if not is_per_class(name)])}")
 
 
 def _check_overrides(overrides: list[str]) -> None:
@@ -191,10 +206,7 @@ def make_plan(configs: list[str], seeds: list[int], overrides: list[str], metric
         known = _known_metric_names(cfg)
         evaluates = cfg.train.val_interval > 0 and (cfg.get("data") or {}).get("val") is not None
         for metric in directions:
-            if not evaluates or (known is not None and metric not in known):
-                have = ", ".join(known or []) if evaluates else "none: it never evaluates"
-                raise ConfigError(f"--metric: '{metric}' is not a metric of {path} (have: {have})"
-                                  f"{did_you_mean(metric, known or [])}")
+            _check_metric(metric, known if evaluates else [], path)
         entries.append(ConfigEntry(name, path, cfg.deterministic))
         for seed in seeds:
             text = OmegaConf.to_yaml(resolved[seed], resolve=True)

@@ -21,8 +21,12 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
+import framework
 from framework.comparison.plan import Pair, Plan
+
+FRAMEWORK_ROOT = Path(framework.__file__).resolve().parents[1]
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1)
 # tools/train.py's status after saving on one of them: 128 + the signal (143, 130, 138)
@@ -88,7 +92,9 @@ def _start(train: list[str], plan: Plan, pair: Pair, resume: bool, cores: list[i
     pair.folder.mkdir(parents=True, exist_ok=True)
     pair.write_record(None)  # claims the folder for this config before the run writes anything
     threads = str(len(cores))
-    env = {**os.environ, "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads}
+    # the runs import the framework this process imported (a checkout, not another installed copy)
+    python_path = os.pathsep.join(filter(None, [str(FRAMEWORK_ROOT), os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads, "PYTHONPATH": python_path}
     command = train_command(train, plan, pair, resume)
     with open(pair.log_path, "a", encoding="utf-8") as log:
         log.write(f"\n== {'resume' if resume else 'start'}: {' '.join(command)}\n")
