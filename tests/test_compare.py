@@ -148,37 +148,52 @@ def test_a_failing_config_is_reported_and_the_others_finish(compared, configs, t
     assert f"- broken seed 1: failed: checkpoint not found: {tmp_path / 'missing.pth'}" in result.stdout
 
 
-@pytest.mark.parametrize("arguments, line", [
+TROUBLESHOOTING = (REPO / "docs/troubleshooting.md").read_text()
+
+
+@pytest.mark.parametrize("arguments, line, documented", [
     (["--metric", "miou"], "error: --metric: 'miou' is not a metric of {q} (have: mIoU, mAcc, aAcc; per class e.g. IoU.0); "
-                              "did you mean 'mIoU'?"),
+                           "did you mean 'mIoU'?", True),
     (["--metric", "IoU.circle", "Dice.circle"], "error: --metric: 'Dice.circle' is not a metric of {q} (have: mIoU, "
-                                                "mAcc, aAcc; per class e.g. IoU.0)"),
-    (["--seeds", "0", "1", "0"], "error: --seeds: 0 given twice; each seed is one run per config"),
-    (["--seeds", "0", "--seeds", "1"], "error: --seeds given twice; list every value after one --seeds"),
-    (["--seeds", "-1"], "error: --seeds: expected an integer >= 0 and <= 9223372036854775807, got '-1'"),
-    (["--configs", "missing.yaml"], "error: --configs: config file not found: missing.yaml"),
-    (["--configs", "{q}", "{q}"], "error: --configs: {q} given twice; each config needs a name of its own (its file name)"),
-    (["--jobs", "0"], "error: --jobs: expected an integer >= 1, got 0"),
-    (["seed=4"], "error: override 'seed=4': seed is set for each run by --seeds; remove the override"),
+                                                "mAcc, aAcc; per class e.g. IoU.0)", False),
+    (["--seeds", "0", "1", "0"], "error: --seeds: 0 given twice; each seed is one run per config", True),
+    (["--seeds", "0", "--seeds", "1"], "error: --seeds given twice; list every value after one --seeds", True),
+    (["--seeds", "-1"], "error: --seeds: expected an integer >= 0 and <= 9223372036854775807, got '-1'", False),
+    (["--configs", "missing.yaml"], "error: --configs: config file not found: missing.yaml", True),
+    (["--configs", "{q}", "{q}"], "error: --configs: {q} given twice; each config needs a name of its own (its file name)", True),
+    (["--jobs", "0"], "error: --jobs: expected an integer >= 1, got 0", False),
+    (["seed=4"], "error: override 'seed=4': seed is set for each run by --seeds; remove the override", True),
     (["train.max_iter=3"], "error: override 'train.max_iter': no key 'train.max_iter' in the config; "
-                           "did you mean 'max_iters', 'val_interval'? (use +train.max_iter=... to add a new key)"),
+                           "did you mean 'max_iters', 'val_interval'? (use +train.max_iter=... to add a new key)", True),
 ])
-def test_a_mistake_is_one_line_before_any_run(tmp_path, arguments, line):
+def test_a_mistake_is_one_line_before_any_run(tmp_path, arguments, line, documented):
     arguments = [a.replace("{q}", str(QUICKSTART)) for a in arguments]
     defaults = {"--configs": [str(QUICKSTART)], "--seeds": ["0"]}
     for option, values in defaults.items():
         if option not in arguments:
             arguments = [option, *values, *arguments]
-    result = call_tool("compare", *arguments, "--work-dir", tmp_path / "out", "device=cpu")
+    result = call_tool("compare", *arguments, "--work-dir", tmp_path / "out", *TINY)  # tiny, should one run
     assert (result.returncode, result.stderr) == (2, line.replace("{q}", str(QUICKSTART)) + "\n")
     assert not (tmp_path / "out").exists()
+    assert not documented or f"`{line.replace('{q}', 'cfg.yaml')}`" in TROUBLESHOOTING
+
+
+def test_without_metric_the_best_metric_is_compared_and_without_either_refused(tmp_path):
+    plan = make_plan([str(QUICKSTART)], [0], ["device=cpu", "train.best_mode=min"], None, jobs=1, work_dir=tmp_path)
+    assert plan.metrics == {"mIoU": "min"}  # best_mode decides
+    with pytest.raises(ConfigError) as refused:
+        make_plan([str(QUICKSTART)], [0], ["train.best_metric=null"], None, jobs=1, work_dir=tmp_path)
+    assert f"`error: {refused.value}`" in TROUBLESHOOTING
+    plan = make_plan([str(QUICKSTART)], [0], ["train.best_metric=null"], ["mAcc", "aAcc:min"], jobs=1, work_dir=tmp_path)
+    assert plan.metrics == {"mAcc": "max", "aAcc": "min"}
 
 
 def test_cores_are_split_evenly_and_never_shared():
     assert split_cores([0, 1, 2, 3, 4], 2) == [[0, 1], [2, 3]]
     assert split_cores([4, 5], 2) == [[4], [5]]
-    with pytest.raises(ConfigError, match=r"--jobs 3: more runs at once than the 2 cores"):
+    with pytest.raises(ConfigError) as refused:
         split_cores([4, 5], 3)
+    assert f"`error: {refused.value}`" in TROUBLESHOOTING
 
 
 def test_jobs_beyond_the_runs_give_their_cores_to_the_runs(tmp_path):

@@ -23,7 +23,7 @@ def min_max(spread: dict, signed: bool = False) -> str:
 
 def _value_table(summary: dict, name: str, which: str) -> list[str]:
     first = summary["results"][0]["name"]
-    lines = [f"| config | runs | mean ± sd | min..max | paired: - {first}, mean ± sd | min..max | seeds higher / lower |",
+    lines = [f"| config | runs | mean ± sd | min..max | minus {first}, seed by seed: mean ± sd | min..max | seeds higher / lower |",
              "| --- | --- | --- | --- | --- | --- | --- |"]
     for result in summary["results"]:
         values = result["metrics"][name][which]
