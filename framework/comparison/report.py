@@ -60,7 +60,7 @@ def to_markdown(summary: dict) -> str:
         better = "higher" if direction == "max" else "lower"
         lines += [f"## {name} ({better} is better)", "", "Final value (the last evaluation):", "",
                   *_value_table(summary, name, "final"), "",
-                  "Best value (the best evaluation after iteration 0, what best.pth holds):", "",
+                  "Best value (the best evaluation after iteration 0; what best.pth keeps when this is train.best_metric):", "",
                   *_value_table(summary, name, "best"), "",
                   "How much the best evaluation flatters a run (best against final, per run; 0: the last was the best):",
                   "", *_flattery_table(summary, name), ""]
