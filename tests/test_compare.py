@@ -17,6 +17,7 @@ from PIL import Image
 
 from framework.comparison.plan import available_cores, make_plan, parse_metric, split_cores
 from framework.comparison.plot import CONFIG_COLOURS
+from framework.comparison.runner import outcome_of
 from framework.comparison.summary import final_and_best, paired
 from framework.errors import ConfigError
 from support import REPO, call_tool
@@ -219,6 +220,18 @@ def test_best_leaves_out_the_untrained_network_and_follows_the_direction():
     assert final_and_best([(0, 0.9)], "max")["best"] == 0.9  # nothing else evaluated
     assert parse_metric("L1:min") == ("L1", "min") and parse_metric("PSNR") == ("PSNR", None)
     assert parse_metric("a:b") == ("a:b", None)
+
+
+def test_a_run_ended_by_a_signal_passed_on_is_stopped_not_failed(tmp_path):
+    pair = make_plan([str(QUICKSTART)], [0], ["device=cpu"], None, jobs=1, work_dir=tmp_path).pairs[0]
+    assert outcome_of(pair, 143).status == "stopped" and outcome_of(pair, 143).error == "stopped by SIGTERM; rerun to resume it"
+    assert outcome_of(pair, -15, stopping=True).status == "stopped"  # before train.py's handler was set up
+    assert (outcome_of(pair, -9).status, outcome_of(pair, -9).error) == ("failed", "killed by SIGKILL")
+    pair.folder.mkdir(parents=True)
+    pair.log_path.write_text("\n== start: x\nerror: old mistake\n== resume: y\nsome output\nerror: a\nerror: b\n")
+    assert (outcome_of(pair, 2).status, outcome_of(pair, 2).error) == ("failed", "a; b")  # the last attempt's lines
+    pair.log_path.write_text("Traceback ...\n")
+    assert outcome_of(pair, 1).error == f"exit status 1 (see {pair.log_path})"
 
 
 def test_paired_differences_count_only_common_seeds_and_ties_as_neither():

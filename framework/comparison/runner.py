@@ -53,11 +53,14 @@ def error_lines(log_text: str) -> str | None:
     return "; ".join(found) or None
 
 
-def outcome_of(pair: Pair, returncode: int) -> Outcome:
+def outcome_of(pair: Pair, returncode: int, stopping: bool = False) -> Outcome:
+    """`stopping`: a stop signal was passed on to the run (one that got it before its own
+    handler was set up died of it: stopped too, not failed)."""
     if returncode == 0:
         return Outcome(pair, "finished")
-    if returncode in STOPPED_STATUSES:
-        return Outcome(pair, "stopped", f"stopped by {signal.Signals(returncode - 128).name}; rerun to resume it")
+    if returncode in STOPPED_STATUSES or (stopping and returncode < 0):
+        name = signal.Signals(returncode - 128 if returncode > 0 else -returncode).name
+        return Outcome(pair, "stopped", f"stopped by {name}; rerun to resume it")
     if returncode < 0:
         return Outcome(pair, "failed", f"killed by {signal.Signals(-returncode).name}")
     error = error_lines(pair.log_path.read_text(encoding="utf-8", errors="replace"))
@@ -134,7 +137,7 @@ def run_pairs(plan: Plan, train: list[str], say: Callable[[str], None] = print,
                     continue
                 del running[process]
                 free_slots.append(slot)
-                outcome = outcome_of(pair, process.returncode)
+                outcome = outcome_of(pair, process.returncode, stopping=bool(stop.received))
                 pair.write_record(process.returncode, outcome.error)
                 outcomes[pair] = outcome
                 took = f" after {time.monotonic() - started:.0f} s"
