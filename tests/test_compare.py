@@ -23,12 +23,13 @@ from framework.errors import ConfigError
 from support import REPO, call_tool
 
 QUICKSTART = REPO / "configs/segmentation/unet_shapes.yaml"
-# Long enough (40 iterations, a checkpoint every 5) that a stop lands mid-run, short enough for seconds.
+# Long enough (200 iterations after the first checkpoint at 10) that a stop lands mid-run on a quiet,
+# fast machine too; a few seconds of training each.
 TINY = ["device=cpu", "deterministic=true", "task.model.base_channels=8", "task.model.depth=2",
         "data.train.dataset.size=32", "data.train.dataset.num_samples=32", "data.train.batch_size=4",
         "data.train.num_workers=0", "data.val.dataset.size=32", "data.val.dataset.num_samples=8",
-        "data.val.batch_size=8", "train.max_iters=40", "train.val_interval=10", "train.ckpt_interval=5",
-        "train.log_interval=10", "train.vis_images=0", "loggers=[]"]
+        "data.val.batch_size=8", "train.max_iters=200", "train.val_interval=50", "train.ckpt_interval=10",
+        "train.log_interval=50", "train.vis_images=0", "loggers=[]"]
 SEEDS = ["0", "1"]
 JOBS = str(min(2, len(available_cores())))
 
@@ -66,9 +67,9 @@ def test_the_report_holds_what_each_run_wrote(compared):
     for config in summary["results"]:
         for run in config["runs"]:
             written = [(r["iter"], r["mIoU"]) for r in records(work_dir / config["name"] / f"seed{run['seed']}")]
-            assert [i for i, _ in written] == [10, 20, 30, 40]
+            assert [i for i, _ in written] == [50, 100, 150, 200]
             best_iter, best = max(written, key=lambda point: point[1])
-            assert run["mIoU"] == {"final": written[-1][1], "final_iter": 40, "best": best, "best_iter": best_iter}
+            assert run["mIoU"] == {"final": written[-1][1], "final_iter": 200, "best": best, "best_iter": best_iter}
         finals = [run["mIoU"]["final"] for run in config["runs"]]
         assert config["metrics"]["mIoU"]["final"] == {"n": 2, "mean": (finals[0] + finals[1]) / 2,
                                                       "sd": pytest.approx(abs(finals[0] - finals[1]) / math.sqrt(2)),
@@ -116,7 +117,7 @@ def test_a_stopped_comparison_resumes_and_gives_the_same_json(compared, configs,
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
     command = [sys.executable, str(REPO / "tools/compare.py"), *compare_command(configs, work_dir)]
     process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    first_checkpoint = work_dir / "fast/seed0/checkpoints/iter_5.pth"
+    first_checkpoint = work_dir / "fast/seed0/checkpoints/iter_10.pth"
     deadline = time.monotonic() + 120
     while not first_checkpoint.exists() and process.poll() is None and time.monotonic() < deadline:
         time.sleep(0.02)
