@@ -17,7 +17,7 @@ from PIL import Image
 
 from framework.comparison.plan import available_cores, make_plan, parse_metric, split_cores
 from framework.comparison.plot import CONFIG_COLOURS
-from framework.comparison.runner import outcome_of
+from framework.comparison.runner import outcome_of, run_pairs
 from framework.comparison.summary import final_and_best, paired
 from framework.errors import ConfigError
 from support import REPO, call_tool
@@ -212,6 +212,23 @@ def test_a_folder_holding_another_commands_run_is_refused(tmp_path):
     make_plan([str(QUICKSTART)], [0], ["device=cpu"], None, jobs=1, work_dir=tmp_path)  # the same command: fine
     with pytest.raises(ConfigError, match=r"unet_shapes/seed0: holds a run of another config or overrides"):
         make_plan([str(QUICKSTART)], [0], ["device=cpu", "train.max_iters=7"], None, jobs=1, work_dir=tmp_path)
+
+
+@pytest.mark.skipif(len(available_cores()) < 2, reason="needs 2 cores")
+def test_each_run_gets_its_own_cores_and_as_many_threads(tmp_path):
+    """The runner's command is the caller's: a script that reports what a run would see."""
+    report = tmp_path / "report.py"
+    report.write_text("import os, sys\nprint(sorted(os.sched_getaffinity(0)), os.environ['OMP_NUM_THREADS'], sys.argv[1:])\n")
+    cores = available_cores()[:2]
+    plan = make_plan([str(QUICKSTART)], [0, 1], ["device=cpu"], None, jobs=2, work_dir=tmp_path / "out", cores=cores)
+    outcomes, stopped = run_pairs(plan, [sys.executable, str(report)], say=lambda line: None, poll_seconds=0.01)
+    assert [o.status for o in outcomes] == ["finished", "finished"] and stopped is None
+    seen = [pair.log_path.read_text().splitlines()[-1] for pair in plan.pairs]
+    work = [str(pair.run_dir) for pair in plan.pairs]
+    assert sorted(seen) == sorted([
+        f"[{cores[0]}] 1 ['--config', '{QUICKSTART}', '--work-dir', '{work[0]}', 'device=cpu', 'seed=0']",
+        f"[{cores[1]}] 1 ['--config', '{QUICKSTART}', '--work-dir', '{work[1]}', 'device=cpu', 'seed=1']"])
+    assert [pair.state() for pair in plan.pairs] == ["finished", "finished"]
 
 
 def test_best_leaves_out_the_untrained_network_and_follows_the_direction():
