@@ -19,6 +19,7 @@ setup(
         "safetensors>=0.4",
         "tqdm>=4.60",
         "Pillow>=9.0",  # palette PNG masks (framework/data/folder.py)
+        "matplotlib>=3.7",  # tools/compare.py's curve plots (framework/comparison/plot.py; Agg, no display)
     ],
     extras_require={
         # tools/export.py --format onnx: the exporter's graph format and the runtime it is checked in

@@ -8,7 +8,6 @@ import copy
 
 import pytest
 import torch
-import torch.nn.functional as F
 from test_cyclegan import generator
 from test_cyclegan_toolkit import lsgan, sgd, signed
 from torch import nn

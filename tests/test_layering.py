@@ -43,16 +43,16 @@ MAY_IMPORT: dict[str, set[str]] = {
     "engine": {"__init__", "errors", "registry", "serialization", "config", "dist", "data", "models", "losses",
                "metrics", "visualization", "inference", "analysis", "tasks", "optim", "checkpoint", "weights",
                "runtime"},
+    # seeds x configs (tools/compare.py): runs are separate training processes, so not the engine
+    "comparison": {"__init__", "errors", "registry", "config", "metrics", "runtime"},
 }
 
-# Packages that still use torch.distributed (or DDP's `.module`) themselves. The lead's rewrite of
-# the GAN tasks switches tasks/base.py's `unwrap` to framework.dist.unwrap; then this set is emptied.
+# Packages that still use torch.distributed (or DDP's `.module`) themselves: none; never add one.
 USES_TORCH_DISTRIBUTED_UNTIL_SWITCHED: set[str] = set()
 
 MAX_LINES = 300
-# Modules over MAX_LINES until their owners split them (optim/: another change in flight; tasks/:
-# the GAN tasks' rewrite). Empty this set as they shrink; never add to it.
-LONG_UNTIL_SPLIT = {"optim/optimizers.py"}
+# Modules over MAX_LINES until their owners split them. Empty now; never add to it.
+LONG_UNTIL_SPLIT: set[str] = set()
 
 
 def _part(module: str) -> str | None:

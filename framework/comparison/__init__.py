@@ -1,0 +1,11 @@
+"""Comparing configs over seeds: every (config, seed) pair trained as an ordinary run, then one
+report of what each config reached and how far the seeds spread.
+
+Owns: the comparison's plan and its checks before anything runs (`plan.py`: configs, seeds,
+metric names, the pairs' folders, the cores each run gets), running the pairs as `tools/train.py`
+processes, a few at a time, resumable (`runner.py`), the summary read from each run's
+metrics.jsonl (`summary.py`: mean, spread, paired differences, best against last; JSON and
+markdown) and the curves' picture (`plot.py`).
+May import: framework, errors, registry, config, metrics, runtime (the work dir's run files); never the
+engine: a pair is a separate training process, started with the command the caller gives.
+"""
