@@ -21,7 +21,7 @@ containers) and takes it back in `load_state_dict()`; the Trainer checkpoints it
 `trainer.iter` counts completed iterations, so in after_iter the first call sees iter == 1.
 
 Owns: the `Hook` base (`base.py`) and the built-in hooks above, one per module.
-May import: errors, registry, dist, metrics, checkpoint (the run folder: CheckpointHook),
+May import: errors, registry, config (a metric's direction), dist, metrics, checkpoint (the run folder: CheckpointHook),
 runtime; within the engine, the trainer's types, evaluation and the non-finite guard.
 """
 

@@ -12,7 +12,7 @@ written on rank 0 only; the hooks write to `trainer.loggers`, a `LoggerGroup` th
 the other ranks. A user logger subclasses `RunLogger` and registers with `@LOGGERS.register("name")`.
 Owns: the `RunLogger` contract and `LoggerGroup` (`base.py`), the tensorboard, csv and mlflow loggers, and the one
 reachability check of a remote tracking server (`reachability.py`).
-May import: errors, registry, checkpoint (atomic rewrites of files on resume); within the engine,
+May import: errors, registry, dist (rank 0 asks a tracking server), checkpoint (atomic rewrites of files on resume); within the engine,
 anything (the loggers are imported by the LOGGERS registry on first lookup).
 """
 
