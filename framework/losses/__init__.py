@@ -1,6 +1,6 @@
 """Losses. Importing this package registers them in LOSSES."""
 
-from framework.losses import feature_matching, gan, hard_pixels, perceptual, segmentation  # noqa: F401
+from framework.losses import feature_matching, gan, hard_pixels, oasis, perceptual, segmentation  # noqa: F401
 from framework.losses.feature_matching import FeatureMatchingLoss
 from framework.losses.gan import GAN_LOSS_TYPES, GANLoss, gradient_penalty, r1_penalty
 from framework.losses.hard_pixels import FocalLoss, LovaszLoss, TverskyLoss
