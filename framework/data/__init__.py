@@ -16,6 +16,7 @@ from framework.data.folder import (
 )
 from framework.data.images import ImageDataset, PairedImageDataset
 from framework.data.shapes import SyntheticShapes
+from framework.data.textures import SyntheticTextures
 from framework.data.transforms import build_pipeline
 from framework.data.unpaired import UnpairedImageDataset, UnpairedImageFolders
 
@@ -31,6 +32,7 @@ __all__ = [
     "ImageMaskFolder",
     "SegmentationDataset",
     "SyntheticShapes",
+    "SyntheticTextures",
     "UnpairedImageDataset",
     "UnpairedImageFolders",
     "VOCSegmentation",
