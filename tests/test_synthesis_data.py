@@ -1,4 +1,5 @@
-"""Data for semantic image synthesis: SyntheticTextures (framework/data/textures.py)."""
+"""Data for semantic image synthesis: SyntheticTextures (framework/data/textures.py), SPADE's label/image
+folders (framework/data/label_folders.py) and the start-up check of label values (analysis/dataset_scan.py)."""
 
 from __future__ import annotations
 
@@ -6,10 +7,13 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from PIL import Image
 from torch import nn
 
-from framework.data import SegmentationDataset, SyntheticTextures
+from framework.analysis.dataset_scan import check_label_values
+from framework.data import LabelImageFolders, SegmentationDataset, SyntheticTextures
 from framework.data.textures import TEXTURE_CLASSES
+from framework.errors import DataError
 from framework.registry import DATASETS
 
 
@@ -90,3 +94,74 @@ def test_texture_tells_the_classes_apart_and_a_flat_painting_does_not():
                                           _painted(val_images, val_masks), val_masks)
     assert textured > 0.6, textured
     assert flat < chance + 0.1, (flat, chance)
+
+
+# ----------------------------------------------------------------------------- SPADE's custom layout
+
+
+def _write_pair(root, stem: str, label: np.ndarray, image_suffix: str = ".png", image_size=None) -> None:
+    (root / "labels").mkdir(exist_ok=True)
+    (root / "images").mkdir(exist_ok=True)
+    Image.fromarray(label.astype(np.uint8)).save(root / "labels" / f"{stem}.png")
+    height, width = image_size or label.shape
+    image = np.full((height, width, 3), 100, np.uint8)
+    Image.fromarray(image).save(root / "images" / f"{stem}{image_suffix}")
+
+
+def _folders(root, **kwargs) -> LabelImageFolders:
+    return LabelImageFolders(label_dir=str(root / "labels"), image_dir=str(root / "images"), classes=["a", "b", "c"],
+                             **kwargs)
+
+
+def test_label_and_image_folders_pair_by_stem(tmp_path):
+    _write_pair(tmp_path, "b", np.full((6, 8), 2), ".jpg")
+    _write_pair(tmp_path, "a", np.array([[0, 1], [255, 2]]))
+    dataset = DATASETS.build({"type": "LabelImageFolders", "label_dir": str(tmp_path / "labels"),
+                              "image_dir": str(tmp_path / "images"), "classes": ["a", "b", "c"]})
+    assert isinstance(dataset, SegmentationDataset) and len(dataset) == 2
+    first, second = dataset[0], dataset[1]
+    assert first["name"] == "a" and first["mask"].tolist() == [[0, 1], [255, 2]]
+    assert second["name"] == "b" and second["image"].shape == (3, 6, 8) and (second["mask"] == 2).all()
+    assert sorted(first) == sorted(SyntheticTextures(num_samples=1)[0])  # the same sample dict
+
+
+def test_files_without_a_partner_are_named_both_ways_in_one_line(tmp_path):
+    _write_pair(tmp_path, "a", np.zeros((4, 4)))
+    _write_pair(tmp_path, "b", np.zeros((4, 4)))
+    (tmp_path / "images" / "b.png").unlink()
+    Image.fromarray(np.zeros((4, 4, 3), np.uint8)).save(tmp_path / "images" / "c.jpg")
+    with pytest.raises(DataError) as caught:
+        DATASETS.build({"type": "LabelImageFolders", "label_dir": str(tmp_path / "labels"),
+                        "image_dir": str(tmp_path / "images"), "classes": ["a", "b", "c"]}, path="data.train.dataset")
+    message = str(caught.value)
+    assert "\n" not in message and message.startswith("data.train.dataset (LabelImageFolders): ")
+    assert "1 label file(s) in " in message and "have no image in " in message and ": b.png" in message
+    assert "1 image(s) in " in message and "have no label file in " in message and ": c.jpg" in message
+    assert "a.png" not in message
+
+
+def test_pairs_of_different_sizes_are_refused_at_start_up(tmp_path):
+    _write_pair(tmp_path, "good", np.zeros((4, 6)))
+    _write_pair(tmp_path, "wide", np.zeros((4, 6)), image_size=(4, 7))
+    with pytest.raises(DataError, match=r"1 label/image pair\(s\) differ in size .*: wide \(image 4x7, label 4x6\)$"):
+        _folders(tmp_path)
+    unchecked = _folders(tmp_path, check_sizes=False)  # left to the sample's own check, when it is read
+    assert unchecked[0]["name"] == "good"
+    with pytest.raises(DataError, match="wide.png: mask is 4x6 but its image is 4x7"):
+        unchecked[1]
+
+
+def test_label_values_are_checked_at_start_up_at_the_class_boundary(tmp_path):
+    _write_pair(tmp_path, "a", np.array([[0, 1], [2, 255]]))  # 2 = num_classes - 1 and the ignore label: fine
+    check_label_values(_folders(tmp_path))
+    _write_pair(tmp_path, "b", np.array([[0, 3], [3, 1]]))  # 3 = num_classes
+    with pytest.raises(DataError, match=r"labels/b.png: mask values \[3\] outside \[0, 3\) \(ignore_index 255\)$"):
+        check_label_values(_folders(tmp_path))
+    other = tmp_path / "other"
+    other.mkdir()
+    _write_pair(other, "b", np.array([[0, 3], [3, 1]]))
+    check_label_values(_folders(other, ignore_index=3))  # 3 is the ignore label there
+    _write_pair(tmp_path, "c", np.array([[7, 1], [1, 1]]))
+    with pytest.raises(DataError, match=r"b.png: mask values \[3\] .* \(and 1 more file\(s\); python tools/check_dataset.py"):
+        check_label_values(_folders(tmp_path), workers=1)
+    check_label_values(SyntheticTextures(num_samples=8))  # a generated dataset: its masks from load_sample

@@ -15,6 +15,7 @@ from framework.data.folder import (
     require_dir,
 )
 from framework.data.images import ImageDataset, PairedImageDataset
+from framework.data.label_folders import LabelImageFolders
 from framework.data.shapes import SyntheticShapes
 from framework.data.textures import SyntheticTextures
 from framework.data.transforms import build_pipeline
@@ -30,6 +31,7 @@ __all__ = [
     "ImageDataset",
     "PairedImageDataset",
     "ImageMaskFolder",
+    "LabelImageFolders",
     "SegmentationDataset",
     "SyntheticShapes",
     "SyntheticTextures",
