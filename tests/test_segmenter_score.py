@@ -3,12 +3,15 @@ run scores generated images; the numbers against a confusion matrix computed her
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import shutil
 
 import numpy as np
 import pytest
 import torch
 import yaml
+from test_kid import _fidelity_weights
 
 from framework.checkpoint.files import save_checkpoint
 from framework.config import load_config, to_plain
@@ -16,7 +19,7 @@ from framework.data import SyntheticTextures
 from framework.errors import CheckpointError, ConfigError
 from framework.metrics import Diversity, SegmenterScore
 from framework.registry import METRICS, TASKS
-from support import REPO, train_run
+from support import REPO, run_forked_ranks, train_run
 
 TEXTURES = REPO / "configs" / "segmentation" / "unet_textures.yaml"
 TINY = ["device=cpu", "task.model.base_channels=4", "task.model.depth=2", "data.train.dataset.size=32",
@@ -166,3 +169,28 @@ def test_diversity_is_the_mean_absolute_difference_on_the_unit_scale():
     assert metric.compute()["Diversity"] == pytest.approx(0.2)  # 51 levels / 255
     with pytest.raises(ValueError, match="'fake' and 'fake_alt'"):
         metric.update({"fake": a})
+
+
+def test_synthesis_metrics_under_ddp_equal_one_process_over_every_image(trained_run, tmp_path):
+    """Two gloo ranks with 3 and 2 label maps: SegmenterScore sums its confusion matrices,
+    Diversity its sums, KID gathers its features; every rank reports what one process computes
+    over all five."""
+    config, checkpoint = trained_run
+    _, kid_weights = _fidelity_weights(tmp_path)
+    script = REPO / "tests" / "scripts" / "synthesis_metrics_ddp.py"
+    result = run_forked_ranks(2, str(script), tmp_path, config, checkpoint, kid_weights, folder=tmp_path / "out",
+                              timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
+    assert ranks[0] == ranks[1]
+
+    spec = importlib.util.spec_from_file_location("synthesis_metrics_ddp", script)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    expected = {}
+    for node in module.metric_nodes(str(config), str(checkpoint), str(kid_weights)):
+        metric = METRICS.build(node)
+        metric.update(module.outputs())
+        expected.update(metric.compute())
+    assert set(ranks[0]) == set(expected) >= {"seg_mIoU", "Diversity", "KID"}
+    assert ranks[0] == pytest.approx(expected, rel=1e-5, nan_ok=True)
