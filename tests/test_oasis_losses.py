@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import pytest
 import torch
 
 from framework.losses.oasis import (
@@ -14,6 +15,7 @@ from framework.losses.oasis import (
     labelmix_images,
     labelmix_mask,
 )
+from framework.models.spade import one_hot_labels
 
 IGNORE = 255
 # One image of 2x3 and one of 2x3: class 0 x 5, class 1 x 4, class 2 x 0, ignored x 3.
@@ -132,3 +134,23 @@ def test_generator_gradient_flows_through_the_balanced_term():
     # Ignored pixels get no gradient; the others do.
     per_pixel = logits.grad.abs().sum(dim=1)
     assert (per_pixel[ignored] == 0).all() and (per_pixel[~ignored] > 0).all()
+
+
+@pytest.mark.cuda
+def test_no_host_sync_on_cuda_in_the_losses_and_the_one_hot_labels():
+    """What a training step calls every iteration must not wait for the GPU (no .item(), no
+    bincount, no boolean indexing): torch raises on any synchronising call in this mode."""
+    device = torch.device("cuda")
+    labels = LABELS.to(device)
+    logits = [torch.randn(2, 4, 2, 3, device=device, requires_grad=True) for _ in range(3)]
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        one_hot_labels(labels, 3, IGNORE, contain_dontcare_label=True)
+        mask = labelmix_mask(labels, 3, IGNORE)
+        loss = (class_balanced_ce(logits[0], labels, IGNORE) + fake_class_ce(logits[1], labels, IGNORE)
+                + labelmix_consistency(logits[2], logits[0], logits[1], mask, labels, IGNORE))
+        loss.backward()
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    assert torch.isfinite(loss).item()
