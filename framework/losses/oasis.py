@@ -22,14 +22,9 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from framework.models.spade import resize_labels
+
 LABELMIX_WEIGHT = 10.0  # OASIS's lambda_labelmix
-
-
-def labels_at(labels: torch.Tensor, size: torch.Size | tuple[int, int]) -> torch.Tensor:
-    """N x H x W class ids resized (nearest, so ids stay ids) to `size`; unchanged when equal."""
-    if tuple(labels.shape[-2:]) == tuple(size):
-        return labels
-    return F.interpolate(labels[:, None].float(), size=tuple(size), mode="nearest")[:, 0].long()
 
 
 def class_balancing_weights(labels: torch.Tensor, num_classes: int, ignore_index: int = 255) -> torch.Tensor:
@@ -56,7 +51,7 @@ def class_balanced_ce(logits: torch.Tensor, labels: torch.Tensor, ignore_index: 
     """Class-balanced CE towards the true classes: D's loss on real images, and the generator's
     adversarial loss on D(fake). num_classes = logits' channels - 1 (the last is "fake")."""
     num_classes = logits.shape[1] - 1
-    labels = labels_at(labels, logits.shape[-2:])
+    labels = resize_labels(labels, logits.shape[-2:])
     weights = class_balancing_weights(labels, num_classes, ignore_index)
     target = torch.where(labels == ignore_index, torch.zeros_like(labels), labels)  # weighed 0 below
     per_pixel = F.cross_entropy(logits.float(), target, reduction="none")
@@ -65,7 +60,7 @@ def class_balanced_ce(logits: torch.Tensor, labels: torch.Tensor, ignore_index: 
 
 def fake_class_ce(logits: torch.Tensor, labels: torch.Tensor, ignore_index: int = 255) -> torch.Tensor:
     """D's loss on generated images: every non-ignored pixel should be the fake class (the last)."""
-    labels = labels_at(labels, logits.shape[-2:])
+    labels = resize_labels(labels, logits.shape[-2:])
     valid = (labels != ignore_index).float()
     fake = torch.full_like(labels, logits.shape[1] - 1)
     per_pixel = F.cross_entropy(logits.float(), fake, reduction="none")
@@ -97,7 +92,7 @@ def labelmix_consistency(mixed_logits: torch.Tensor, real_logits: torch.Tensor, 
     size = mixed_logits.shape[-2:]
     if tuple(mask.shape[-2:]) != tuple(size):
         mask = F.interpolate(mask, size=tuple(size), mode="nearest")
-    valid = (labels_at(labels, size) != ignore_index).float()[:, None]
+    valid = (resize_labels(labels, size) != ignore_index).float()[:, None]
     target = mask * real_logits.float() + (1 - mask) * fake_logits.float()
     squared = (mixed_logits.float() - target).pow(2) * valid
     return weight * squared.sum() / (valid.sum() * mixed_logits.shape[1]).clamp_min(1)

@@ -29,6 +29,7 @@ from framework.errors import CheckpointError, ConfigError
 from framework.metrics.base import Metric
 from framework.metrics.image import IMAGENET_MEAN, IMAGENET_STD
 from framework.metrics.segmentation import SegmentationMetrics
+from framework.models.spade import resize_labels
 from framework.registry import METRICS, MODELS
 from framework.serialization.weights_file import read_weights_file
 
@@ -122,8 +123,7 @@ class SegmenterScore(Metric):
         fake, real, labels = outputs["fake"], outputs["real"], outputs["labels"]
         if self.network_device() != fake.device:
             self.to(fake.device)
-        if labels.shape[-2:] != fake.shape[-2:]:
-            labels = F.interpolate(labels[:, None].float(), size=fake.shape[-2:], mode="nearest")[:, 0].long()
+        labels = resize_labels(labels, fake.shape[-2:])
         if not self.protocol_logged:
             self.protocol_logged = True
             logger.info(f"SegmenterScore: {self.config} with {self.checkpoint}, whole images at "

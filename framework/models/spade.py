@@ -47,6 +47,13 @@ def one_hot_labels(labels: torch.Tensor, num_classes: int, ignore_index: int = 2
     return one_hot if contain_dontcare_label else one_hot[:, :num_classes]
 
 
+def resize_labels(labels: torch.Tensor, size: tuple[int, int] | torch.Size) -> torch.Tensor:
+    """N x H x W class ids resized (nearest, so ids stay ids) to `size`; unchanged when equal."""
+    if tuple(labels.shape[-2:]) == tuple(size):
+        return labels
+    return F.interpolate(labels[:, None].float(), size=tuple(size), mode="nearest")[:, 0].to(labels.dtype)
+
+
 class SPADE(nn.Module):
     """norm(x) * (1 + gamma(labels)) + beta(labels), gamma and beta per pixel and channel."""
 
