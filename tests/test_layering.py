@@ -32,7 +32,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "data": {"errors", "registry", "dist", "visualization"},
     "models": {"errors", "registry", "dist"},
     "losses": {"errors", "registry", "dist", "serialization"},
-    "metrics": {"errors", "registry", "dist", "serialization", "visualization"},
+    "metrics": {"errors", "registry", "dist", "serialization", "visualization", "config", "models"},
     "inference": {"errors", "dist"},
     "analysis": {"errors", "dist", "data", "losses", "inference"},
     "tasks": {"errors", "registry", "dist", "models", "losses", "visualization", "inference"},

@@ -3,7 +3,9 @@
 wrong with it (unreadable image, colour mask, mask values outside the classes, mask and image
 sizes differing).
 
-Used by tools/check_dataset.py (the dataset doctor) and by `weight: auto` class weights.
+Used by tools/check_dataset.py (the dataset doctor) and by `weight: auto` class weights;
+`check_label_values` is the start-up check of the masks alone, for a task that one-hot encodes
+labels (semantic synthesis: a value >= num_classes there is "scatter index out of bounds").
 Samples are read in DataLoader workers; each yields a small record, never the pixels.
 """
 
@@ -17,7 +19,7 @@ import torch
 from PIL import Image
 
 from framework.data.base import SegmentationDataset
-from framework.data.folder import exif_orientation, read_rgb_image
+from framework.data.folder import exif_orientation, read_index_mask, read_rgb_image
 from framework.errors import DataError
 
 
@@ -85,6 +87,16 @@ def read_turned_by(image_path: str, image: np.ndarray) -> int:
     return orientation  # turned; or read with Pillow, which turns it (read_rgb_image)
 
 
+def mask_value_problem(values: np.ndarray, lowest: int, dataset: SegmentationDataset, where: str) -> str | None:
+    """The line naming a mask's values outside [0, num_classes) other than ignore_index, or None.
+    `values`: the mask's pixel count per value (negatives clipped to 0), `lowest`: its minimum."""
+    bad = [int(v) for v in np.flatnonzero(values) if v >= dataset.num_classes and v != dataset.ignore_index]
+    shown = bad + ([lowest] if lowest < 0 else [])
+    if not shown:
+        return None
+    return f"{where}: mask values {shown} outside [0, {dataset.num_classes}) (ignore_index {dataset.ignore_index})"
+
+
 def inspect_sample(dataset: SegmentationDataset, index: int) -> SampleRecord:
     record = SampleRecord(index, str(dataset.names[index]) if hasattr(dataset, "names") else str(index))
     image, mask = _read_files(dataset, index, record)
@@ -103,13 +115,11 @@ def inspect_sample(dataset: SegmentationDataset, index: int) -> SampleRecord:
         record.problems.append(f"{where}: mask is {mask.shape[0]}x{mask.shape[1]} "
                                f"but its image is {image.shape[0]}x{image.shape[1]}{hint}")
     values = np.bincount(mask.ravel().astype(np.int64).clip(0), minlength=dataset.num_classes)
-    bad = [v for v in np.flatnonzero(values) if v >= dataset.num_classes and v != dataset.ignore_index]
-    if bad or mask.min() < 0:
-        shown = [int(v) for v in bad] + ([int(mask.min())] if mask.min() < 0 else [])
-        record.problems.append(f"{where}: mask values {shown} outside [0, {dataset.num_classes}) "
-                               f"(ignore_index {dataset.ignore_index})")
+    problem = mask_value_problem(values, int(mask.min()) if mask.size else 0, dataset, where)
+    if problem:
+        record.problems.append(problem)
     record.counts = values[: dataset.num_classes]
-    if not bad and mask.min() >= 0 and mask.size and not record.counts.any():
+    if not problem and mask.size and not record.counts.any():
         record.problems.append(f"{where}: every pixel is ignore_index {dataset.ignore_index}: "
                                "the sample adds nothing to the loss or the metrics")
     return record
@@ -155,3 +165,35 @@ def class_totals(records: list[SampleRecord], num_classes: int) -> tuple[np.ndar
         image_pixels += present * record.counts.sum()
         images += present
     return pixels, image_pixels, images
+
+
+class _MaskValueProblems(torch.utils.data.Dataset):
+    """Sample i -> the line naming its mask's out-of-range values, or "" (masks only, as training reads them)."""
+
+    def __init__(self, dataset: SegmentationDataset):
+        self.dataset = dataset
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def __getitem__(self, index: int) -> str:
+        where = self.dataset.mask_path(index)
+        try:
+            if hasattr(self.dataset, "image_path"):  # a folder dataset: read the mask file alone
+                mask = read_index_mask(where)
+            else:
+                mask = self.dataset.load_sample(index)[1]
+        except DataError as err:
+            return str(err)
+        values = np.bincount(mask.ravel().astype(np.int64).clip(0), minlength=self.dataset.num_classes)
+        return mask_value_problem(values, int(mask.min()) if mask.size else 0, self.dataset, where) or ""
+
+
+def check_label_values(dataset: SegmentationDataset, workers: int = 0) -> None:
+    """Refuse, before training, masks holding values outside [0, num_classes) other than the
+    ignore label: one DataError naming the first such file and its values, and how many more."""
+    loader = torch.utils.data.DataLoader(_MaskValueProblems(dataset), batch_size=None, num_workers=workers)
+    problems = [problem for problem in loader if problem]
+    if problems:
+        more = f" (and {len(problems) - 1} more file(s); python tools/check_dataset.py lists them)" if len(problems) > 1 else ""
+        raise DataError(problems[0] + more)

@@ -20,7 +20,9 @@ from framework.data.folder import (
     require_dir,
 )
 from framework.data.images import ImageDataset, PairedImageDataset
+from framework.data.label_folders import LabelImageFolders
 from framework.data.shapes import SyntheticShapes
+from framework.data.textures import SyntheticTextures
 from framework.data.transforms import build_pipeline
 from framework.data.unpaired import UnpairedImageDataset, UnpairedImageFolders
 
@@ -34,8 +36,10 @@ __all__ = [
     "ImageDataset",
     "PairedImageDataset",
     "ImageMaskFolder",
+    "LabelImageFolders",
     "SegmentationDataset",
     "SyntheticShapes",
+    "SyntheticTextures",
     "UnpairedImageDataset",
     "UnpairedImageFolders",
     "VOCSegmentation",

@@ -204,6 +204,28 @@ class TorchvisionInceptionFeatures(nn.Module):
         return self.network((images - self.mean) / self.std)
 
 
+def local_inception_weights(weights_path: str | None, extractor: str, metric: str) -> str:
+    """The checked local path of the Inception weights of `metric` (FID, KID): the extractor
+    known, the file there and readable, torch-fidelity installed for its extractor."""
+    if extractor not in FID_EXTRACTORS:
+        raise ValueError(f"extractor: unknown '{extractor}' (choose one of {', '.join(FID_EXTRACTORS)})")
+    if not weights_path:
+        raise ValueError(f"weights_path: {metric} needs a local Inception weights file and never downloads one; "
+                         f"set weights_path (see the FID docs) or remove the {metric} metric")
+    weights_path = os.path.expanduser(str(weights_path))
+    if not os.path.isfile(weights_path):
+        raise ValueError(f"weights_path: Inception weights file not found: {weights_path}")
+    if extractor == "fid-inception":
+        try:  # before torchmetrics (a slow import) is built on top of it
+            import torch_fidelity  # noqa: F401
+        except ImportError as err:
+            raise ValueError("extractor fid-inception needs the torch-fidelity package, which is not installed: "
+                             "pip install 'segan-framework[fid]' (or torch-fidelity); or use extractor: "
+                             "torchvision with torchvision's Inception v3 weights file") from err
+        read_weights_file(weights_path)  # torch-fidelity reads it again; a bad file fails here in one line
+    return weights_path
+
+
 @METRICS.register()
 class FID(Metric):
     """Fréchet Inception Distance between the real and the generated images (torchmetrics).
@@ -222,22 +244,7 @@ class FID(Metric):
 
     def __init__(self, weights_path: str | None = None, extractor: str = "fid-inception", feature: int = 2048):
         super().__init__()
-        if extractor not in FID_EXTRACTORS:
-            raise ValueError(f"extractor: unknown '{extractor}' (choose one of {', '.join(FID_EXTRACTORS)})")
-        if not weights_path:
-            raise ValueError("weights_path: FID needs a local Inception weights file and never downloads one; "
-                             "set weights_path (see the FID docs) or remove the FID metric")
-        weights_path = os.path.expanduser(str(weights_path))
-        if not os.path.isfile(weights_path):
-            raise ValueError(f"weights_path: Inception weights file not found: {weights_path}")
-        if extractor == "fid-inception":
-            try:  # before torchmetrics' FID (a slow import) is built on top of it
-                import torch_fidelity  # noqa: F401
-            except ImportError as err:
-                raise ValueError("extractor fid-inception needs the torch-fidelity package, which is not installed: "
-                                 "pip install 'segan-framework[fid]' (or torch-fidelity); or use extractor: "
-                                 "torchvision with torchvision's Inception v3 weights file") from err
-            read_weights_file(weights_path)  # torch-fidelity reads it again; a bad file fails here in one line
+        weights_path = local_inception_weights(weights_path, extractor, "FID")
         from torchmetrics.image.fid import FrechetInceptionDistance
 
         # sync_on_compute off: states are summed across ranks by `sync` (one all_reduce each).

@@ -7,14 +7,15 @@ or optimizers.
 May import: errors, registry, dist (DiffAugment's adaptive p agreed over ranks).
 """
 
-from framework.models import decoders, encoders, layers, spectral_norm, torchvision_seg, unet  # noqa: F401
+from framework.models import decoders, encoders, layers, spade, spectral_norm, torchvision_seg, unet  # noqa: F401
 from framework.models.decoders import FPN, DeepLabV3Plus, EncoderUNet
 from framework.models.diff_augment import DiffAugment
 from framework.models.discriminators import DiscriminatorOutput, MultiScaleDiscriminator
 from framework.models.layers import build_norm, init_gan_weights_
+from framework.models.spade import SPADE, SPADEGenerator, SPADEResBlock, one_hot_labels, resize_labels
 from framework.models.spectral_norm import apply_spectral_norm
 from framework.models.torchvision_seg import FCN, DeepLabV3
 from framework.models.unet import UNet
 
 __all__ = ["DiffAugment", "DiscriminatorOutput", "MultiScaleDiscriminator", "apply_spectral_norm", "build_norm",
-           "init_gan_weights_", "UNet", "DeepLabV3", "FCN", "EncoderUNet", "FPN", "DeepLabV3Plus"]
+           "init_gan_weights_", "SPADE", "SPADEGenerator", "SPADEResBlock", "one_hot_labels", "resize_labels", "UNet", "DeepLabV3", "FCN", "EncoderUNet", "FPN", "DeepLabV3Plus"]

@@ -1,0 +1,173 @@
+"""SPADE (Park et al., 2019) and the OASIS generator (Schönfeld et al., 2021): images from label maps.
+
+- `SPADE`: a parameter-free normalisation (BatchNorm2d without affine, or InstanceNorm2d), then
+  a per-pixel scale and shift predicted from the label map resized (nearest) to the features:
+  out = norm(x) * (1 + gamma) + beta, gamma and beta from a shared conv + ReLU and one conv each.
+- `SPADEResBlock`: two SPADE -> LeakyReLU(0.2) -> 3x3 conv steps; a learned 1x1 shortcut with
+  its own SPADE when the channel count changes; spectral norm optional on those convs (as
+  SPADE's code: never on the SPADE convs themselves).
+- `SPADEGenerator`: OASIS's generator. Its input is the one-hot label map (`one_hot_labels`)
+  and a noise vector per image, broadcast over the pixels and concatenated to the label map
+  (OASIS's 3D noise): that stack conditions every SPADE and, resized to the start size, feeds
+  the first conv (no VAE encoder as in SPADE). `num_up_layers` x2 upsamplings follow, so
+  image sides must be divisible by 2**num_up_layers. Output: tanh, in [-1, 1].
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from framework.models.spectral_norm import apply_spectral_norm
+from framework.registry import MODELS
+
+PARAM_FREE_NORMS = ("batch", "instance")
+# The widest layer is 16 x base_channels, as in SPADE's and OASIS's generators (16ch at the start).
+MAX_WIDTH_MULTIPLIER = 16
+
+
+def one_hot_labels(labels: torch.Tensor, num_classes: int, ignore_index: int = 255,
+                   contain_dontcare_label: bool = False) -> torch.Tensor:
+    """N x H x W class ids (long) -> N x C x H x W float one-hot, as SPADE's preprocess_input.
+
+    C = num_classes, plus one don't-care channel (index num_classes) with `contain_dontcare_label`,
+    which the `ignore_index` pixels light; without it those pixels are all zeros. Other values
+    outside [0, num_classes) are the data's mistake: the datasets refuse them naming the file
+    (no host sync here to look for them).
+    """
+    if labels.dim() != 3:
+        raise ValueError(f"labels must be N x H x W class ids, got shape {tuple(labels.shape)}")
+    labels = labels.long()
+    index = torch.where(labels == ignore_index, torch.full_like(labels, num_classes), labels)
+    one_hot = labels.new_zeros((labels.shape[0], num_classes + 1, *labels.shape[1:]), dtype=torch.float32)
+    one_hot.scatter_(1, index.unsqueeze(1), 1.0)
+    return one_hot if contain_dontcare_label else one_hot[:, :num_classes]
+
+
+def resize_labels(labels: torch.Tensor, size: tuple[int, int] | torch.Size) -> torch.Tensor:
+    """N x H x W class ids resized (nearest, so ids stay ids) to `size`; unchanged when equal."""
+    if tuple(labels.shape[-2:]) == tuple(size):
+        return labels
+    return F.interpolate(labels[:, None].float(), size=tuple(size), mode="nearest")[:, 0].to(labels.dtype)
+
+
+class SPADE(nn.Module):
+    """norm(x) * (1 + gamma(labels)) + beta(labels), gamma and beta per pixel and channel."""
+
+    def __init__(self, channels: int, label_channels: int, hidden: int = 128, param_free_norm: str = "batch",
+                 kernel_size: int = 3):
+        super().__init__()
+        if param_free_norm not in PARAM_FREE_NORMS:
+            raise ValueError(f"param_free_norm: unknown {param_free_norm!r}; choose one of "
+                             f"{', '.join(PARAM_FREE_NORMS)}")
+        self.norm = (nn.BatchNorm2d(channels, affine=False) if param_free_norm == "batch"
+                     else nn.InstanceNorm2d(channels, affine=False))
+        padding = kernel_size // 2
+        self.shared = nn.Sequential(nn.Conv2d(label_channels, hidden, kernel_size, padding=padding), nn.ReLU())
+        self.gamma = nn.Conv2d(hidden, channels, kernel_size, padding=padding)
+        self.beta = nn.Conv2d(hidden, channels, kernel_size, padding=padding)
+
+    def forward(self, x: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        normalised = self.norm(x)
+        labels = F.interpolate(labels, size=x.shape[-2:], mode="nearest")
+        hidden = self.shared(labels)
+        return normalised * (1 + self.gamma(hidden)) + self.beta(hidden)
+
+
+class SPADEResBlock(nn.Module):
+    """x + conv(act(SPADE(conv(act(SPADE(x)))))), with a learned SPADE + 1x1 shortcut when
+    in_channels != out_channels (the middle width is the smaller of the two, as SPADE)."""
+
+    def __init__(self, in_channels: int, out_channels: int, label_channels: int, spectral_norm: bool = False,
+                 hidden: int = 128, param_free_norm: str = "batch"):
+        super().__init__()
+        middle = min(in_channels, out_channels)
+        self.learned_shortcut = in_channels != out_channels
+        self.conv_0 = nn.Conv2d(in_channels, middle, 3, padding=1)
+        self.conv_1 = nn.Conv2d(middle, out_channels, 3, padding=1)
+        self.norm_0 = SPADE(in_channels, label_channels, hidden, param_free_norm)
+        self.norm_1 = SPADE(middle, label_channels, hidden, param_free_norm)
+        if self.learned_shortcut:
+            self.conv_s = nn.Conv2d(in_channels, out_channels, 1, bias=False)
+            self.norm_s = SPADE(in_channels, label_channels, hidden, param_free_norm)
+        if spectral_norm:
+            for conv in (self.conv_0, self.conv_1, *([self.conv_s] if self.learned_shortcut else [])):
+                apply_spectral_norm(conv)
+
+    def forward(self, x: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        shortcut = self.conv_s(self.norm_s(x, labels)) if self.learned_shortcut else x
+        dx = self.conv_0(F.leaky_relu(self.norm_0(x, labels), 0.2))
+        dx = self.conv_1(F.leaky_relu(self.norm_1(dx, labels), 0.2))
+        return shortcut + dx
+
+
+def start_size(image_size: int | Sequence[int], num_up_layers: int) -> tuple[int, int]:
+    """The (height, width) the generator starts at: the image size / 2**num_up_layers, exact."""
+    height, width = (image_size, image_size) if isinstance(image_size, int) else (int(image_size[0]), int(image_size[1]))
+    factor = 2**num_up_layers
+    if num_up_layers < 0 or height % factor or width % factor or height < factor or width < factor:
+        raise ValueError(f"image_size {height}x{width} does not fit num_up_layers {num_up_layers}: both sides "
+                         f"must be positive multiples of 2**num_up_layers = {factor}")
+    return height // factor, width // factor
+
+
+@MODELS.register()
+class SPADEGenerator(nn.Module):
+    """OASIS's generator: label map (+ 3D noise) -> image in [-1, 1].
+
+    forward(labels, noise=None): labels N x C x H x W float one-hot (C = num_classes, + 1 with
+    contain_dontcare_label: `one_hot_labels`), noise N x noise_dim (None when noise_dim is 0).
+    num_up_layers + 1 SPADE residual blocks, a 2x nearest upsampling between consecutive ones;
+    block i outputs base_channels * min(16, 2**(num_up_layers - i)) channels.
+    """
+
+    def __init__(self, num_classes: int, contain_dontcare_label: bool = False, image_size: int | Sequence[int] = 256,
+                 base_channels: int = 64, num_up_layers: int = 5, noise_dim: int = 64, spectral_norm: bool = True,
+                 out_channels: int = 3, spade_hidden: int = 128, param_free_norm: str = "batch"):
+        super().__init__()
+        if num_classes < 1:
+            raise ValueError(f"num_classes must be >= 1, got {num_classes}")
+        if noise_dim < 0:
+            raise ValueError(f"noise_dim must be >= 0 (0: no noise), got {noise_dim}")
+        self.start_height, self.start_width = start_size(image_size, num_up_layers)
+        self.num_classes = num_classes
+        self.contain_dontcare_label = bool(contain_dontcare_label)
+        self.label_channels = num_classes + int(self.contain_dontcare_label)
+        self.noise_dim = noise_dim
+        conditioning = self.label_channels + noise_dim
+        widths = [base_channels * min(MAX_WIDTH_MULTIPLIER, 2 ** (num_up_layers - i)) for i in range(num_up_layers + 1)]
+        self.first = nn.Conv2d(conditioning, widths[0], 3, padding=1)
+        self.blocks = nn.ModuleList(
+            SPADEResBlock(widths[max(i - 1, 0)], widths[i], conditioning, spectral_norm, spade_hidden, param_free_norm)
+            for i in range(num_up_layers + 1))
+        self.to_image = nn.Conv2d(widths[-1], out_channels, 3, padding=1)
+
+    def conditioning(self, labels: torch.Tensor, noise: torch.Tensor | None) -> torch.Tensor:
+        """The label map with the noise vector broadcast over its pixels and concatenated (3D noise)."""
+        if labels.dim() != 4 or labels.shape[1] != self.label_channels:
+            raise ValueError(f"labels must be N x {self.label_channels} x H x W one-hot maps "
+                             f"(num_classes {self.num_classes}, contain_dontcare_label "
+                             f"{self.contain_dontcare_label}), got shape {tuple(labels.shape)}")
+        if self.noise_dim == 0:
+            if noise is not None:
+                raise ValueError("this generator has noise_dim 0 and takes no noise; pass noise=None")
+            return labels
+        if noise is None or tuple(noise.shape) != (labels.shape[0], self.noise_dim):
+            shape = None if noise is None else tuple(noise.shape)
+            raise ValueError(f"noise must be N x noise_dim = {labels.shape[0]} x {self.noise_dim}, got {shape}")
+        spread = noise.to(labels.dtype)[:, :, None, None].expand(-1, -1, *labels.shape[-2:])
+        return torch.cat([labels, spread], dim=1)
+
+    def forward(self, labels: torch.Tensor, noise: torch.Tensor | None = None) -> torch.Tensor:
+        condition = self.conditioning(labels, noise)
+        # Any label-map size the depth allows (inference may use another size than training's).
+        height, width = start_size(tuple(labels.shape[-2:]), len(self.blocks) - 1)
+        x = self.first(F.interpolate(condition, size=(height, width), mode="nearest"))
+        for i, block in enumerate(self.blocks):
+            x = block(x, condition)
+            if i < len(self.blocks) - 1:
+                x = F.interpolate(x, scale_factor=2, mode="nearest")
+        return torch.tanh(self.to_image(F.leaky_relu(x, 0.2)))

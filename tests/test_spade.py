@@ -1,0 +1,146 @@
+"""SPADE normalisation, its residual block and the OASIS-style SPADEGenerator (framework/models/spade.py)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from framework.errors import ConfigError
+from framework.models.spade import SPADE, SPADEGenerator, SPADEResBlock, one_hot_labels
+from framework.registry import MODELS
+
+
+def test_spade_matches_the_formula_on_a_tiny_tensor():
+    torch.manual_seed(0)
+    spade = SPADE(channels=2, label_channels=3, hidden=4).train()
+    x = torch.randn(2, 2, 4, 4)
+    labels = one_hot_labels(torch.randint(0, 3, (2, 2, 2)), num_classes=3)  # 2x2: resized (nearest) to 4x4
+    out = spade(x, labels)
+
+    mean = x.mean(dim=(0, 2, 3), keepdim=True)
+    var = x.var(dim=(0, 2, 3), unbiased=False, keepdim=True)
+    normalised = (x - mean) / torch.sqrt(var + 1e-5)
+    resized = labels.repeat_interleave(2, dim=2).repeat_interleave(2, dim=3)
+    hidden = F.relu(F.conv2d(resized, spade.shared[0].weight, spade.shared[0].bias, padding=1))
+    gamma = F.conv2d(hidden, spade.gamma.weight, spade.gamma.bias, padding=1)
+    beta = F.conv2d(hidden, spade.beta.weight, spade.beta.bias, padding=1)
+    torch.testing.assert_close(out, normalised * (1 + gamma) + beta)
+
+
+def test_spade_instance_norm_normalises_each_image_alone():
+    torch.manual_seed(0)
+    spade = SPADE(channels=2, label_channels=3, hidden=4, param_free_norm="instance")
+    for conv in (spade.gamma, spade.beta):  # gamma = beta = 0: the output is the bare normalisation
+        nn.init.zeros_(conv.weight)
+        nn.init.zeros_(conv.bias)
+    x = torch.randn(2, 2, 4, 4)
+    x[1] = x[1] * 10 + 3
+    out = spade(x, one_hot_labels(torch.zeros(2, 4, 4, dtype=torch.long), 3))
+    expected = (x - x.mean(dim=(2, 3), keepdim=True)) / torch.sqrt(x.var(dim=(2, 3), unbiased=False, keepdim=True) + 1e-5)
+    torch.testing.assert_close(out, expected)
+    with pytest.raises(ValueError, match="param_free_norm: unknown 'group'"):
+        SPADE(2, 3, param_free_norm="group")
+
+
+def test_one_hot_labels_puts_ignored_pixels_in_the_dontcare_channel_or_nowhere():
+    labels = torch.tensor([[[0, 2], [255, 1]]])
+    with_dontcare = one_hot_labels(labels, num_classes=3, ignore_index=255, contain_dontcare_label=True)
+    assert with_dontcare.shape == (1, 4, 2, 2) and with_dontcare.dtype == torch.float32
+    assert with_dontcare[0, :, 0, 0].tolist() == [1, 0, 0, 0]
+    assert with_dontcare[0, :, 0, 1].tolist() == [0, 0, 1, 0]
+    assert with_dontcare[0, :, 1, 0].tolist() == [0, 0, 0, 1]  # ignore -> channel num_classes
+    assert with_dontcare[0, :, 1, 1].tolist() == [0, 1, 0, 0]
+    without = one_hot_labels(labels, num_classes=3, ignore_index=255, contain_dontcare_label=False)
+    assert without.shape == (1, 3, 2, 2)
+    assert without[0, :, 1, 0].tolist() == [0, 0, 0]
+    torch.testing.assert_close(without, with_dontcare[:, :3])
+    # A class id equal to another ignore value is a class, not ignored.
+    assert one_hot_labels(torch.tensor([[[1]]]), 3, ignore_index=1)[0, :, 0, 0].tolist() == [0, 0, 0]
+    assert one_hot_labels(torch.tensor([[[1]]]), 3, ignore_index=255)[0, :, 0, 0].tolist() == [0, 1, 0]
+
+
+@pytest.mark.parametrize("size,depth", [(32, 2), ((16, 48), 3), (8, 3), ((24, 40), 3)])
+def test_generator_output_shapes_for_several_sizes(size, depth):
+    height, width = (size, size) if isinstance(size, int) else size
+    g = SPADEGenerator(num_classes=4, contain_dontcare_label=True, image_size=size, base_channels=4,
+                       num_up_layers=depth, noise_dim=3, spectral_norm=False, spade_hidden=8)
+    labels = one_hot_labels(torch.randint(0, 4, (2, height, width)), 4, contain_dontcare_label=True)
+    out = g(labels, torch.randn(2, 3))
+    assert out.shape == (2, 3, height, width)
+    assert out.abs().max() <= 1  # tanh
+
+
+def test_widths_follow_the_depth_and_cap_at_sixteen_times_the_base():
+    g = SPADEGenerator(num_classes=2, image_size=64, base_channels=2, num_up_layers=5, noise_dim=0,
+                       spectral_norm=False, spade_hidden=4)
+    assert [block.conv_1.out_channels for block in g.blocks] == [32, 32, 16, 8, 4, 2]
+    assert g.first.in_channels == 2 and g.to_image.in_channels == 2
+
+
+@pytest.mark.parametrize("size,depth", [(30, 2), ((32, 36), 3), (4, 3), (0, 0)])
+def test_sizes_the_depth_does_not_allow_are_refused_naming_both(size, depth):
+    with pytest.raises(ValueError, match=r"image_size .* does not fit num_up_layers"):
+        SPADEGenerator(num_classes=2, image_size=size, num_up_layers=depth)
+
+
+def test_the_size_boundary_start_size_one_is_allowed():
+    g = SPADEGenerator(num_classes=2, image_size=8, base_channels=2, num_up_layers=3, noise_dim=0,
+                       spectral_norm=False, spade_hidden=4)
+    assert (g.start_height, g.start_width) == (1, 1)
+
+
+def _small_generator(noise_dim: int) -> SPADEGenerator:
+    torch.manual_seed(0)
+    return SPADEGenerator(num_classes=3, image_size=16, base_channels=4, num_up_layers=2, noise_dim=noise_dim,
+                          spectral_norm=False, spade_hidden=8).eval()
+
+
+def test_without_noise_the_image_depends_on_the_labels_only():
+    g = _small_generator(noise_dim=0)
+    labels = one_hot_labels(torch.randint(0, 3, (2, 16, 16)), 3)
+    with pytest.raises(ValueError, match="noise_dim 0 and takes no noise"):
+        g(labels, torch.randn(2, 5))
+    first, second = g(labels, None), g(labels)
+    torch.testing.assert_close(first, second)
+    other = one_hot_labels(torch.randint(0, 3, (2, 16, 16)), 3)
+    assert not torch.allclose(g(other), first)
+
+
+def test_noise_changes_the_image_and_the_same_noise_repeats_it():
+    g = _small_generator(noise_dim=4)
+    labels = one_hot_labels(torch.randint(0, 3, (2, 16, 16)), 3)
+    noise = torch.randn(2, 4)
+    torch.testing.assert_close(g(labels, noise), g(labels, noise.clone()))
+    assert (g(labels, noise) - g(labels, torch.randn(2, 4))).abs().mean() > 1e-3
+    with pytest.raises(ValueError, match="noise must be N x noise_dim = 2 x 4, got None"):
+        g(labels)
+    with pytest.raises(ValueError, match=r"labels must be N x 3 x H x W"):
+        g(one_hot_labels(torch.zeros(2, 16, 16, dtype=torch.long), 3, contain_dontcare_label=True), noise)
+
+
+def _parametrised(module: nn.Module) -> set[str]:
+    return {name for name, m in module.named_modules() if hasattr(m, "parametrizations")}
+
+
+def test_spectral_norm_on_the_block_convs_only_when_asked():
+    block = SPADEResBlock(4, 2, label_channels=3, spectral_norm=True, hidden=4)
+    assert _parametrised(block) == {"conv_0", "conv_1", "conv_s"}
+    assert _parametrised(SPADEResBlock(4, 2, label_channels=3, spectral_norm=False, hidden=4)) == set()
+    assert _parametrised(SPADEResBlock(2, 2, label_channels=3, spectral_norm=True, hidden=4)) == {"conv_0", "conv_1"}
+    g = MODELS.build({"type": "SPADEGenerator", "num_classes": 2, "image_size": 8, "base_channels": 2,
+                      "num_up_layers": 1, "noise_dim": 2, "spectral_norm": True, "spade_hidden": 4})
+    assert _parametrised(g) == {f"blocks.{i}.{c}" for i in range(2) for c in ("conv_0", "conv_1")} | {"blocks.1.conv_s"}  # widths 4, 2
+    plain = MODELS.build({"type": "SPADEGenerator", "num_classes": 2, "image_size": 8, "base_channels": 2,
+                          "num_up_layers": 1, "noise_dim": 2, "spectral_norm": False, "spade_hidden": 4})
+    assert _parametrised(plain) == set()
+
+
+def test_the_generator_trains_a_step_and_a_bad_node_is_one_config_error():
+    g = _small_generator(noise_dim=2).train()
+    labels = one_hot_labels(torch.randint(0, 3, (2, 16, 16)), 3)
+    g(labels, torch.randn(2, 2)).mean().backward()
+    assert all(p.grad is not None for p in g.parameters())
+    with pytest.raises(ConfigError, match=r"model \(SPADEGenerator\): image_size 30x30 does not fit num_up_layers 2"):
+        MODELS.build({"type": "SPADEGenerator", "num_classes": 2, "image_size": 30, "num_up_layers": 2}, path="model")
