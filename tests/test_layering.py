@@ -31,7 +31,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "visualization": {"errors"},
     "data": {"errors", "registry", "dist", "visualization"},
     "models": {"errors", "registry", "dist"},
-    "losses": {"errors", "registry", "dist", "serialization"},
+    "losses": {"errors", "registry", "dist", "serialization", "models"},
     "metrics": {"errors", "registry", "dist", "serialization", "visualization", "config", "models"},
     "inference": {"errors", "dist"},
     "analysis": {"errors", "dist", "data", "losses", "inference"},

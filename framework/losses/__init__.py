@@ -3,7 +3,8 @@
 Owns: segmentation losses (`cross_entropy.py`: CrossEntropyLoss with OHEM; `segmentation.py`:
 BCE, Dice, CombinedLoss; `hard_pixels.py`: focal, Tversky, Lovasz; `pixel_base.py`: what they
 share), adversarial losses and penalties (`gan.py`), OASIS's per-pixel losses and LabelMix (`oasis.py`), feature matching and the VGG perceptual loss.
-May import: errors, registry, dist, serialization (the VGG weights file).
+May import: errors, registry, dist, serialization (the VGG weights file), models (label maps resized
+as the SPADE generator resizes them).
 """
 
 from framework.losses import cross_entropy, feature_matching, gan, hard_pixels, oasis, perceptual, segmentation  # noqa: F401
