@@ -90,11 +90,11 @@ def accumulate_on_resume(path: Path, state: dict, world_size: int, batch_size: i
     if saved_world == world_size:
         return accumulate
     global_batch, per_micro_step = meta["global_batch"], world_size * batch_size
-    written = (f"{saved_world} processes x batch {meta['batch_size']} x accumulate {meta['accumulate']} "
+    written = (f"{_processes(saved_world)} x batch {meta['batch_size']} x accumulate {meta['accumulate']} "
                f"= {global_batch}")
     if global_batch % per_micro_step == 0:
         kept = global_batch // per_micro_step
-        logger.info(f"resuming a {saved_world}-process run on {world_size} processes: train.accumulate {kept} "
+        logger.info(f"resuming a {saved_world}-process run on {_processes(world_size)}: train.accumulate {kept} "
                     f"(the config says {accumulate}) keeps its global batch ({written}; now {world_size} x "
                     f"batch {batch_size} x {kept}); the data continue at sample {meta.get('samples_in_epoch')} "
                     f"of epoch {meta['epoch']}")
@@ -102,7 +102,7 @@ def accumulate_on_resume(path: Path, state: dict, world_size: int, batch_size: i
     now = per_micro_step * accumulate
     if not allow_new_world_size:
         raise CheckpointError(
-            f"{path}: the run's global batch ({written}) cannot be kept on {world_size} processes of batch "
+            f"{path}: the run's global batch ({written}) cannot be kept on {_processes(world_size)} of batch "
             f"{batch_size}: {global_batch} is not a multiple of {world_size} x {batch_size} = {per_micro_step}. "
             f"Resume on a number of processes that divides it, change data.train.batch_size, or pass "
             f"--allow-new-world-size to continue with a global batch of {now} "
@@ -111,6 +111,10 @@ def accumulate_on_resume(path: Path, state: dict, world_size: int, batch_size: i
                    f"to {now} ({world_size} x {batch_size} x accumulate {accumulate}); the learning rate and "
                    "schedule stay as they were")
     return accumulate
+
+
+def _processes(count: int) -> str:
+    return f"{count} process" if count == 1 else f"{count} processes"
 
 
 def log_ranks_without_state(state: dict, task_has_rank_state: bool, task_name: str) -> None:
@@ -122,11 +126,11 @@ def log_ranks_without_state(state: dict, task_has_rank_state: bool, task_name: s
     missing = [r for r in range(world_size) if r not in state["rng"]]
     unused = [r for r in recorded if r >= world_size]
     if unused and get_rank() == 0:
-        logger.info(f"resuming a {len(recorded)}-process run on {world_size} processes: the recorded states of "
+        logger.info(f"resuming a {len(recorded)}-process run on {_processes(world_size)}: the recorded states of "
                     f"rank(s) {', '.join(map(str, unused))} are not used")
     if missing and get_rank() == 0:
         saved = state["meta"].get("world_size", len(recorded))
         what = f"random state and {task_name} state (e.g. an image pool)" if task_has_rank_state else "random state"
-        logger.info(f"resuming a {saved}-process run on {world_size} processes: rank(s) "
+        logger.info(f"resuming a {saved}-process run on {_processes(world_size)}: rank(s) "
                     f"{', '.join(map(str, missing))} have no recorded {what} and start from a fresh seeded one "
                     f"(seed + rank); rank(s) {', '.join(map(str, recorded))} continue theirs")
