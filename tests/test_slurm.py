@@ -230,3 +230,20 @@ def test_a_master_host_that_does_not_resolve_is_named_with_its_slurm_source(monk
     with pytest.raises(ConfigError, match=r"^MASTER_ADDR \(from the first host of SLURM_JOB_NODELIST\) "
                                           r"'nosuch1.invalid' does not resolve on this host"):
         init_distributed(startup_timeout_s=1)
+
+
+def test_a_configured_requeue_signal_stops_with_a_checkpoint(tmp_path):
+    """dist.requeue_signal=USR2 (a cluster whose job scripts send `--signal=USR2@120`): both tasks
+    stop at one iteration, rank 0 saves it, both exit 128 + 12."""
+    losses = tmp_path / "losses.txt"
+    processes = srun(tmp_path, "dist.requeue_signal=USR2", delay=0.3)
+    deadline = time.monotonic() + 120
+    while not (losses.exists() and len(losses.read_text().splitlines()) >= 2):
+        assert all(p.poll() is None for p in processes) and time.monotonic() < deadline, finish(processes)
+        time.sleep(0.05)
+    for process in processes:
+        process.send_signal(signal.SIGUSR2)
+    results = finish(processes)
+    assert [code for code, _, _ in results] == [140, 140], results
+    stop = int(results[0][1].split("stopped by SIGUSR2 at iteration ")[1].split(":")[0])
+    assert (tmp_path / "checkpoints/latest").read_text() == f"iter_{stop}.pth"
