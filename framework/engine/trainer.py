@@ -298,4 +298,3 @@ class Trainer:
             name = type(hook).__name__
             seen[name] = seen.get(name, 0) + 1
             yield (name if seen[name] == 1 else f"{name}#{seen[name]}"), hook
-
