@@ -4,6 +4,7 @@ changes where that divides; refused, naming the numbers, where not, unless
 2-process run resumed on 1 process and a 1-process run resumed on 2 end as the uninterrupted
 runs do. Confusable numbers differ: 2 processes, batch 3, accumulate 2, global batch 6."""
 
+import logging
 import shutil
 
 import pytest
@@ -156,3 +157,33 @@ def test_the_sampler_starts_at_a_sample_of_the_epoch_for_any_world_size(start, w
     assert len({len(r) for r in ranks}) == 1
     taken = [index for step in zip(*ranks) for index in step]
     assert taken == whole[start:start + len(taken)] and len(whole) - start - len(taken) < world_size
+
+
+@pytest.mark.parametrize("task_state, what", [
+    (False, "random state"), (True, "random state and CycleGANTask state (e.g. an image pool)")])
+def test_ranks_without_a_recorded_state_are_named_in_one_line(task_state, what):
+    """In one process (rank 0 of 1) reading a file that holds only rank 1's states: rank 0 starts
+    afresh, rank 1's are not used; each said once."""
+    from framework.engine.resume import log_ranks_without_state
+
+    class Lines(logging.Handler):
+        def __init__(self):
+            super().__init__(logging.INFO)
+            self.lines = []
+
+        def emit(self, record):
+            self.lines.append(record.getMessage())
+
+    framework_logger, lines = logging.getLogger("framework"), Lines()
+    level = framework_logger.level
+    framework_logger.addHandler(lines)
+    framework_logger.setLevel(logging.INFO)
+    try:
+        log_ranks_without_state({"rng": {1: {}}, "meta": {"world_size": 2}}, task_state, "CycleGANTask")
+    finally:
+        framework_logger.removeHandler(lines)
+        framework_logger.setLevel(level)
+    assert lines.lines == [
+        "resuming a 2-process run on 1 process: the recorded states of rank(s) 1 are not used",
+        f"resuming a 2-process run on 1 process: rank(s) 0 have no recorded {what} and start from a fresh "
+        "seeded one (seed + rank); rank(s) 1 continue theirs"]

@@ -123,13 +123,13 @@ def log_ranks_without_state(state: dict, task_has_rank_state: bool, task_name: s
     (seed + rank) and, for a task with per-rank state, start it afresh."""
     world_size = get_world_size()
     recorded = sorted(state["rng"])
+    saved = state["meta"].get("world_size", len(recorded))
     missing = [r for r in range(world_size) if r not in state["rng"]]
     unused = [r for r in recorded if r >= world_size]
     if unused and get_rank() == 0:
-        logger.info(f"resuming a {len(recorded)}-process run on {_processes(world_size)}: the recorded states of "
+        logger.info(f"resuming a {saved}-process run on {_processes(world_size)}: the recorded states of "
                     f"rank(s) {', '.join(map(str, unused))} are not used")
     if missing and get_rank() == 0:
-        saved = state["meta"].get("world_size", len(recorded))
         what = f"random state and {task_name} state (e.g. an image pool)" if task_has_rank_state else "random state"
         logger.info(f"resuming a {saved}-process run on {_processes(world_size)}: rank(s) "
                     f"{', '.join(map(str, missing))} have no recorded {what} and start from a fresh seeded one "
