@@ -47,13 +47,15 @@ def test_launch_variables_no_group_can_start_from_are_named(changes, message):
 
 
 def join_ranks(ranks, world_size, startup_timeout, delays=None):
-    """join_group_store for each of `ranks` in a thread (after its delay): {index: store or error}."""
+    """join_group_store for each of `ranks` in a thread (after its delay): {index: store or error}.
+    `world_size` is every rank's, or a list of each one's."""
     port, results = free_port(), {}
+    sizes = world_size if isinstance(world_size, list) else [world_size] * len(ranks)
 
     def join(index, rank):
         time.sleep((delays or {}).get(index, 0))
         try:
-            results[index] = join_group_store("127.0.0.1", port, rank, world_size, startup_timeout, 30, "attempt_0")
+            results[index] = join_group_store("127.0.0.1", port, rank, sizes[index], startup_timeout, 30, "attempt_0")
         except StartupError as err:
             results[index] = err
 
@@ -82,9 +84,19 @@ def test_a_rank_that_never_joins_is_named_on_every_rank_within_the_startup_timeo
 
 
 def test_a_rank_started_twice_is_named_with_the_missing_one():
-    _, results = join_ranks([0, 1, 1], 3, startup_timeout=1.5)
+    port, results = join_ranks([0, 1, 1], 3, startup_timeout=1.5)
     assert "rank 2 of 3 did not join" in str(results[0])
-    assert str(results[0]).endswith("; rank 1 started more than once (RANK or SLURM_PROCID repeated?)")
+    assert str(results[0]).endswith(f"; rank 1 started more than once at 127.0.0.1:{port} "
+                                    "(RANK or SLURM_PROCID repeated?)")
+
+
+def test_a_rank_told_another_world_size_is_refused_on_every_rank():
+    """Rank 1 thinks the group has 3 ranks, rank 0 that it has 2: all joined rank 0's group, but
+    rank 1 would wait for a rank 2 that never comes."""
+    port, results = join_ranks([0, 1], [2, 3], startup_timeout=3)
+    expected = (f"rank 1 with WORLD_SIZE 3 joined rank 0's group of WORLD_SIZE 2 at 127.0.0.1:{port}: every "
+                "process must be given the same WORLD_SIZE")
+    assert [str(results[i]) for i in range(2)] == [f"rank 0: {expected}", f"rank 1: {expected}"]
 
 
 # ----------------------------------------------------------------------- through tools/train.py

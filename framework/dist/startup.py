@@ -9,7 +9,8 @@ What cannot be known at once is whether every rank comes. torch's rendezvous wou
 whole `dist.timeout` (30 minutes by default) and then end in pages of c10d messages. Here rank 0
 (or torchrun's agent) hosts the store; every rank writes `startup/rank<r>` there, and rank 0
 waits at most `dist.startup_timeout` for all of them, then writes its verdict (`startup/result`):
-`go`, or the ranks that never came. Every rank reads the same verdict, so they fail together,
+`go`, or what keeps the group from starting (ranks that never came, a rank started twice, a rank
+told another WORLD_SIZE). Every rank reads the same verdict, so they fail together,
 with one line naming the missing ranks and the host:port they were waited on. A rank that finds
 no rank 0 at MASTER_ADDR:MASTER_PORT says so after the same time. The ports are probed with a
 plain socket before torch's client connects, because torch's connection retries log a C++
@@ -108,6 +109,7 @@ def join_group_store(address: str, port: int, rank: int, world_size: int, startu
         raise StartupError(f"rank {rank} {role} {where} (MASTER_ADDR:MASTER_PORT): {_first_line(err)}") from err
     store = dist.PrefixStore(prefix, tcp_store)
     try:
+        store.set(f"startup/world_size{rank}", str(world_size))  # before its rank key: rank 0 reads both
         store.add(f"startup/rank{rank}", 1)  # a count: a rank started twice shows as 2
         if rank == 0:
             _decide(store, world_size, where, startup_timeout_s)
@@ -140,28 +142,41 @@ def _decide(store, world_size: int, where: str, startup_timeout_s: float) -> Non
     deadline = time.monotonic() + startup_timeout_s
     while not store.check(keys) and time.monotonic() < deadline:
         time.sleep(POLL_S)
-    missing = [r for r, key in enumerate(keys) if not store.check([key])]
-    twice = [r for r, key in enumerate(keys) if r not in missing and store.add(key, 0) > 1]
-    if not missing:
+    problems = _problems(store, world_size, where, startup_timeout_s)
+    if not problems:
         store.set("startup/result", "go")
         return
-    message = _missing_line(missing, twice, world_size, where, startup_timeout_s)
+    message = "; ".join(problems)
     store.set("startup/result", message)
     # The store lives in this process: let the ranks that came read the verdict before it goes.
-    waiting, read_by = world_size - len(missing) - 1, time.monotonic() + VERDICT_GRACE_S
-    while store.add("startup/read", 0) < waiting and time.monotonic() < read_by:
+    came = sum(store.check([key]) for key in keys[1:])
+    read_by = time.monotonic() + VERDICT_GRACE_S
+    while store.add("startup/read", 0) < came and time.monotonic() < read_by:
         time.sleep(POLL_S)
     raise StartupError(f"rank 0: {message}")
 
 
-def _missing_line(missing: list[int], twice: list[int], world_size: int, where: str, limit: float) -> str:
-    ranks = ", ".join(map(str, missing))
-    noun = "rank" if len(missing) == 1 else "ranks"
-    line = (f"{noun} {ranks} of {world_size} did not join at {where} within {limit:g} s (dist.startup_timeout): "
-            "check that every process was started with the same MASTER_ADDR, MASTER_PORT and WORLD_SIZE")
+def _problems(store, world_size: int, where: str, limit: float) -> list[str]:
+    """What keeps the group from starting: ranks that never came, ranks started twice, ranks told
+    another WORLD_SIZE (they would wait for a group of another size)."""
+    present = [r for r in range(world_size) if store.check([f"startup/rank{r}"])]
+    missing = [r for r in range(world_size) if r not in present]
+    problems = []
+    if missing:
+        noun = "rank" if len(missing) == 1 else "ranks"
+        problems.append(f"{noun} {', '.join(map(str, missing))} of {world_size} did not join at {where} within "
+                        f"{limit:g} s (dist.startup_timeout): check that every process was started with the same "
+                        "MASTER_ADDR, MASTER_PORT and WORLD_SIZE")
+    twice = [r for r in present if store.add(f"startup/rank{r}", 0) > 1]
     if twice:
-        line += f"; rank {', '.join(map(str, twice))} started more than once (RANK or SLURM_PROCID repeated?)"
-    return line
+        problems.append(f"rank {', '.join(map(str, twice))} started more than once at {where} "
+                        "(RANK or SLURM_PROCID repeated?)")
+    sizes = {r: int(store.get(f"startup/world_size{r}")) for r in present}
+    other = [f"rank {r} with WORLD_SIZE {size}" for r, size in sizes.items() if size != world_size]
+    if other:
+        problems.append(f"{', '.join(other)} joined rank 0's group of WORLD_SIZE {world_size} at {where}: every "
+                        "process must be given the same WORLD_SIZE")
+    return problems
 
 
 def _await_verdict(store, rank: int, where: str, startup_timeout_s: float) -> None:
