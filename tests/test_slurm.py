@@ -3,6 +3,7 @@
 torchrun run, stop on SIGUSR1 with the status the job script requeues on, and resume when requeued."""
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -177,3 +178,72 @@ def test_a_requeued_job_takes_over_its_earlier_lock_from_another_node(tmp_path, 
         with pytest.raises(ConfigError, match="is in use by pid 1 on host gpu07"):
             with claim_work_dir(tmp_path, resuming=True):
                 pass
+
+
+# ------------------------------------------------------------------ broken Slurm environments
+
+def test_the_last_rank_is_accepted_and_one_past_it_refused():
+    """SLURM_PROCID == SLURM_NTASKS - 1 is the last rank; == SLURM_NTASKS would wait for a group
+    that can never fill (the whole dist.timeout): refused at once. LOCALID differs from PROCID."""
+    env = slurm_env(5, 6, SLURM_LOCALID="2", SLURM_TASKS_PER_NODE="3(x2)")
+    assert slurm_to_torch_environment(env) == {"RANK": "5", "LOCAL_RANK": "2", "WORLD_SIZE": "6",
+                                               "MASTER_ADDR": "gpu07", "MASTER_PORT": str(15000 + 123456 % 20000),
+                                               "LOCAL_WORLD_SIZE": "3"}
+    env = slurm_env(6, 6, SLURM_LOCALID="2")
+    with pytest.raises(ConfigError, match=r"^Slurm: SLURM_PROCID is 6 but SLURM_NTASKS is 6: ranks are 0\.\.5$"):
+        slurm_to_torch_environment(env)
+    assert "RANK" not in env  # nothing half-set
+    # srun's own count comes first, and is the one named
+    with pytest.raises(ConfigError, match="SLURM_PROCID is 4 but SLURM_STEP_NUM_TASKS is 4"):
+        slurm_to_torch_environment(slurm_env(4, 8, SLURM_STEP_NUM_TASKS="4"))
+
+
+@pytest.mark.parametrize("local_id, refused", [("2", False), ("3", True)])
+def test_a_local_id_beyond_the_tasks_per_node_is_refused(local_id, refused):
+    env = slurm_env(1, 6, SLURM_LOCALID=local_id, SLURM_TASKS_PER_NODE="3(x2)")
+    if refused:
+        with pytest.raises(ConfigError, match=r"^Slurm: SLURM_LOCALID is 3: expected 0\.\.2$"):
+            slurm_to_torch_environment(env)
+    else:
+        assert slurm_to_torch_environment(env)["LOCAL_RANK"] == "2"
+
+
+@pytest.mark.parametrize("name, value", [("SLURM_NTASKS", "two"), ("SLURM_NTASKS", "2(x2)"),
+                                         ("SLURM_STEP_NUM_TASKS", ""), ("SLURM_PROCID", "-1"),
+                                         ("SLURM_LOCALID", "0x1")])
+def test_a_count_or_rank_that_is_not_a_number_is_named(name, value):
+    with pytest.raises(ConfigError, match=rf"^Slurm: {name} is '{re.escape(value)}', not a number"):
+        slurm_to_torch_environment(slurm_env(1, 2, **{name: value}))
+
+
+def test_a_master_host_that_does_not_resolve_is_named_with_its_slurm_source(monkeypatch):
+    """init_distributed refuses before any rank waits: the node list's first host is not a name
+    this host resolves (.invalid never does)."""
+    from framework.dist import init_distributed
+
+    for name in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+                 "TORCHELASTIC_RUN_ID", "SLURM_STEP_NUM_TASKS", "SLURM_STEP_NODELIST"):
+        monkeypatch.setenv(name, "x")  # recorded, so the values slurm.py sets are removed afterwards
+        monkeypatch.delenv(name)
+    for name, value in slurm_env(1, SLURM_JOB_NODELIST="nosuch[1-2].invalid").items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(ConfigError, match=r"^MASTER_ADDR \(from the first host of SLURM_JOB_NODELIST\) "
+                                          r"'nosuch1.invalid' does not resolve on this host"):
+        init_distributed(startup_timeout_s=1)
+
+
+def test_a_configured_requeue_signal_stops_with_a_checkpoint(tmp_path):
+    """dist.requeue_signal=USR2 (a cluster whose job scripts send `--signal=USR2@120`): both tasks
+    stop at one iteration, rank 0 saves it, both exit 128 + 12."""
+    losses = tmp_path / "losses.txt"
+    processes = srun(tmp_path, "dist.requeue_signal=USR2", delay=0.3)
+    deadline = time.monotonic() + 120
+    while not (losses.exists() and len(losses.read_text().splitlines()) >= 2):
+        assert all(p.poll() is None for p in processes) and time.monotonic() < deadline, finish(processes)
+        time.sleep(0.05)
+    for process in processes:
+        process.send_signal(signal.SIGUSR2)
+    results = finish(processes)
+    assert [code for code, _, _ in results] == [140, 140], results
+    stop = int(results[0][1].split("stopped by SIGUSR2 at iteration ")[1].split(":")[0])
+    assert (tmp_path / "checkpoints/latest").read_text() == f"iter_{stop}.pth"

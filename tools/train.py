@@ -5,11 +5,15 @@
     python tools/train.py --config CFG --resume PATH       # or from a given one
     python tools/train.py --config CFG --overwrite         # a new run; the old one is moved aside
 
-SIGTERM, SIGINT (Ctrl-C) or SIGUSR1 finishes the current iteration, saves a checkpoint and exits
-with status 128 + the signal number (143, 130, 138); `--resume` then continues exactly. A second
-Ctrl-C stops at once, without saving. Under Slurm, `srun python tools/train.py ...` (one task per
-GPU, no torchrun) takes the ranks from SLURM_PROCID/SLURM_LOCALID/SLURM_NTASKS; a requeued job
-resumes by itself (auto_resume: auto looks at SLURM_RESTART_COUNT). See framework/dist/slurm.py.
+SIGTERM, SIGINT (Ctrl-C) or the requeue signal (dist.requeue_signal, SIGUSR1 by default) finishes
+the current iteration, saves a checkpoint and exits with status 128 + the signal number (143, 130,
+138 for SIGUSR1); `--resume` then continues exactly. A second Ctrl-C stops at once, without
+saving. Under Slurm, `srun python tools/train.py ...` (one task per GPU, no torchrun) takes the
+ranks from SLURM_PROCID/SLURM_LOCALID/SLURM_NTASKS; a requeued job resumes by itself (auto_resume:
+auto looks at SLURM_RESTART_COUNT). See framework/dist/slurm.py. Every rank must join within
+dist.startup_timeout seconds, or all stop naming the ranks that did not. Resumed on another number
+of processes, a run keeps its global batch (train.accumulate changes) where it can, and is
+refused where it cannot, unless --allow-new-world-size.
 """
 
 import argparse
@@ -40,6 +44,9 @@ def parse_args() -> argparse.ArgumentParser:
                         help="resume from CKPT, or from the latest checkpoint in the work dir")
     parser.add_argument("--overwrite", action="store_true",
                         help="start a new run in a work dir that holds one, moving the old run aside")
+    parser.add_argument("--allow-new-world-size", action="store_true",
+                        help="resume on a number of processes that cannot keep the checkpoint's global batch "
+                        "(processes x batch x accumulate): continue with the config's batch and accumulate")
     parser.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides")
     return parser
 
@@ -55,7 +62,7 @@ def main(args: argparse.Namespace) -> int:
     notes: list[str] = []
     cfg = load_config(args.config, args.overrides, notes)
     cfg.work_dir = args.work_dir or cfg.work_dir or default_work_dir(args.config)
-    from framework.dist import destroy_distributed, init_distributed, is_main
+    from framework.dist import check_launch_environment, destroy_distributed, init_distributed, is_main
     from framework.engine.build import build_trainer, select_device
     from framework.engine.resume import auto_resume_enabled, require_run_to_resume
     from framework.runtime.workdir import claim_work_dir
@@ -65,8 +72,10 @@ def main(args: argparse.Namespace) -> int:
     resuming = bool(args.resume) or auto_resume_enabled(cfg.auto_resume)
     trainer = None
     try:
+        check_launch_environment()  # RANK, LOCAL_RANK...: one line naming a bad one, before anything reads them
         select_device(cfg.device)  # a device this machine lacks: a config error before NCCL's set-up fails on it
-        from_slurm = init_distributed(cfg.dist.backend, cfg.dist.timeout, cfg.device)  # the one owner of the process group
+        from_slurm = init_distributed(cfg.dist.backend, cfg.dist.timeout, cfg.device,  # the one owner of the group
+                                      cfg.dist.startup_timeout)
         setup_logging(main_process=is_main())  # the console first: the work dir may be refused
         if from_slurm:
             logging.getLogger("framework").info(
@@ -78,7 +87,8 @@ def main(args: argparse.Namespace) -> int:
                 log_file_only(notice)
             for note in notes:  # e.g. base keys dropped by a change of type, logged on rank 0
                 logging.getLogger("framework").info(f"config: {note}")
-            trainer = build_trainer(cfg, cfg.work_dir, resume=args.resume, overrides=args.overrides)
+            trainer = build_trainer(cfg, cfg.work_dir, resume=args.resume, overrides=args.overrides,
+                                    allow_new_world_size=args.allow_new_world_size)
             startup_done()
             trainer.fit()
         stopped_early = trainer.stop_signal is not None and trainer.iter < trainer.max_iters

@@ -58,6 +58,8 @@ DEFAULTS: dict[str, Any] = {
     "dist": {
         "backend": "auto",  # auto: nccl when `device` is a GPU (auto with CUDA present, cuda, cuda:N), else gloo
         "timeout": 1800,  # seconds a collective may wait before every rank fails
+        "startup_timeout": 120,  # seconds every rank has to join at start-up; then all fail naming the ranks that did not come
+        "requeue_signal": "USR1",  # the signal that stops a run with a checkpoint before a time limit (Slurm's --signal=USR1@120), besides TERM and INT; null: none
         "find_unused_parameters": False,  # slow escape hatch for networks that skip layers
         "broadcast_buffers": True,
     },
@@ -106,6 +108,8 @@ SCHEMA = section({
     "compile": any_of(boolean, mapping),
     "amp": section({"enabled": one_of(True, False, "auto"), "dtype": one_of("float16", "bfloat16")}),
     "dist": section({"backend": one_of("auto", "gloo", "nccl", "mpi"), "timeout": number(above=0),
+                     "startup_timeout": number(above=0),
+                     "requeue_signal": optional(one_of("USR1", "USR2", "HUP", "ALRM", "XCPU")),
                      "find_unused_parameters": boolean, "broadcast_buffers": boolean}),
     "train": section({
         "max_iters": optional(integer(1)), "max_epochs": optional(integer(1)),

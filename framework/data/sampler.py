@@ -29,8 +29,11 @@ class EpochSampler(Sampler):
     Rank r of W takes positions r, r+W, r+2W... of the permutation, so the first k batches
     of b samples on each of W ranks hold the same samples as the first k batches of W*b on
     one process. With `drop_last` the permutation is cut to a multiple of W (no padding).
-    `set_start(n)` skips this rank's first n samples of the current epoch (mid-epoch resume)
-    without loading them.
+    `set_start(n)` skips the epoch's first n positions, the samples every rank together has
+    consumed (mid-epoch resume), without loading them. The position counts samples, not a
+    rank's batches, so a run resumed on another number of processes continues at the same
+    sample: rank r then takes n+r, n+r+W... (the rest cut to a multiple of W, so that every
+    rank has as many batches).
     """
 
     def __init__(self, size: int, shuffle: bool = True, seed: int = 0, rank: int = 0,
@@ -52,6 +55,7 @@ class EpochSampler(Sampler):
         self.start = 0
 
     def set_start(self, position: int) -> None:
+        """Skip the epoch's first `position` samples (over all ranks together)."""
         self.start = position
 
     def _rank_indices(self) -> np.ndarray:
@@ -60,22 +64,24 @@ class EpochSampler(Sampler):
             order = torch.randperm(self.size, generator=generator).numpy()
         else:
             order = np.arange(self.size)
-        if self.drop_last:
-            order = order[: self.size - self.size % self.world_size]
-        elif self.size % self.world_size:
-            order = np.concatenate([order, order[: self.world_size - self.size % self.world_size]])
-        return order[self.rank :: self.world_size]
+        rest = order[self.start :]
+        uneven = len(rest) % self.world_size
+        if uneven and self.drop_last:
+            rest = rest[: len(rest) - uneven]
+        elif uneven:  # padded from the epoch's beginning, as DistributedSampler pads
+            rest = np.concatenate([rest, order[: self.world_size - uneven]])
+        return rest[self.rank :: self.world_size]
 
     def __iter__(self):
-        indices = self._rank_indices()[self.start :].tolist()
+        indices = self._rank_indices().tolist()
         if not self.with_seed:
             return iter(indices)
         seeds = epoch_sample_seeds(self.seed, self.epoch, self.size)
         return ((index, int(seeds[index])) for index in indices)
 
     def __len__(self) -> int:
-        per_rank = self.size // self.world_size if self.drop_last else -(-self.size // self.world_size)
-        return max(per_rank - self.start, 0)
+        rest = max(self.size - self.start, 0)
+        return rest // self.world_size if self.drop_last else -(-rest // self.world_size)
 
 
 class ShardSampler(Sampler):

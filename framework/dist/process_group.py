@@ -12,7 +12,8 @@ import signal
 import torch
 import torch.distributed as dist
 
-from framework.dist.slurm import slurm_to_torch_environment
+from framework.dist.slurm import SLURM_SOURCES, slurm_to_torch_environment
+from framework.dist.startup import check_launch_environment, join_group_store
 
 # A gloo group for small host-side agreements (stop flags, random states); None means the
 # default group, which is gloo already on CPU.
@@ -103,7 +104,8 @@ def barrier() -> None:
 
 
 def launched_by_torchrun() -> bool:
-    return int(os.environ.get("WORLD_SIZE", "1")) > 1
+    size = os.environ.get("WORLD_SIZE", "1")
+    return not size.strip().isdigit() or int(size) > 1  # a malformed size is refused by init_distributed
 
 
 def choose_backend(backend: str, device: str, cuda_available: bool) -> str:
@@ -114,28 +116,37 @@ def choose_backend(backend: str, device: str, cuda_available: bool) -> str:
     return "nccl" if on_cuda else "gloo"
 
 
-def init_distributed(backend: str = "auto", timeout_s: float = 1800, device: str = "auto") -> dict[str, str]:
+def init_distributed(backend: str = "auto", timeout_s: float = 1800, device: str = "auto",
+                     startup_timeout_s: float = 120) -> dict[str, str]:
     """Join the process group torchrun describes in the environment, or srun (Slurm's variables
     turned into torchrun's by `slurm.py`); a no-op in a single process.
 
     `backend: auto` follows the config's `device`: NCCL when the run trains on CUDA (`auto` on a
     machine with CUDA, `cuda`, `cuda:N`), gloo otherwise; so `device: cpu` on a GPU machine gets
     gloo, whose collectives take CPU tensors (NCCL's refuse them). Every process uses the device
-    of its LOCAL_RANK. A collective that waits longer than `timeout_s` fails on every rank
-    instead of hanging. Returns the variables taken from Slurm (empty when not under srun).
+    of its LOCAL_RANK. The launch variables are checked first; then every rank must join within
+    `startup_timeout_s`, or all fail with one line naming the ranks that never came
+    (`startup.py`). After that a collective that waits longer than `timeout_s` fails on every
+    rank instead of hanging. Returns the variables taken from Slurm (empty when not under srun).
     """
-    from_slurm = slurm_to_torch_environment() if not is_distributed() else {}
-    if not launched_by_torchrun() or is_distributed():
+    if is_distributed():
+        return {}
+    preset = {name for name in ("MASTER_ADDR", "MASTER_PORT") if os.environ.get(name)}
+    from_slurm = slurm_to_torch_environment()
+    check_launch_environment(os.environ, {k: SLURM_SOURCES[k] for k in from_slurm if k not in preset})
+    if not launched_by_torchrun():
         return from_slurm
     backend = choose_backend(backend, device, torch.cuda.is_available())
     if backend == "nccl":
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
-    timeout = datetime.timedelta(seconds=timeout_s)
-    store, rank, world_size = next(dist.rendezvous("env://", timeout=timeout))
+    rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     # torchrun keeps one store across restarts of the group: keys of a restarted group get their
     # own prefix, or its ranks may read the addresses of the previous attempt's dead processes.
-    store = dist.PrefixStore(f"attempt_{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}", store)
-    dist.init_process_group(backend=backend, store=store, rank=rank, world_size=world_size, timeout=timeout)
+    store = join_group_store(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), rank, world_size,
+                             startup_timeout_s, timeout_s,
+                             prefix=f"attempt_{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}")
+    dist.init_process_group(backend=backend, store=store, rank=rank, world_size=world_size,
+                            timeout=datetime.timedelta(seconds=timeout_s))
     global _control_group
     # Host-side agreements go through gloo, so they never wait on a GPU stream.
     _control_group = None if backend == "gloo" else dist.new_group(backend="gloo")

@@ -12,7 +12,10 @@ srun starts one process per task and tells each its place:
 
 `slurm_to_torch_environment` writes those torch variables into the environment (only when
 srun started several tasks and torchrun did not start this process), and torch's env://
-rendezvous does the rest. `scontrol` may be missing on compute nodes, so the node list is
+rendezvous does the rest. A broken or hand-made Slurm environment is refused in one line
+naming the variable: a count or rank that is not a number, SLURM_PROCID >= SLURM_NTASKS (that
+process would wait for a group that can never fill), SLURM_LOCALID beyond the tasks per node.
+`scontrol` may be missing on compute nodes, so the node list is
 expanded here (`expand_hostlist`).
 """
 
@@ -68,8 +71,30 @@ def launched_by_srun(env=os.environ) -> bool:
     """srun started this process as one of several tasks, and torchrun is not in between."""
     if "TORCHELASTIC_RUN_ID" in env or "RANK" in env:  # torchrun (or a user) set the ranks
         return False
-    tasks = env.get("SLURM_STEP_NUM_TASKS") or env.get("SLURM_NTASKS")
-    return "SLURM_PROCID" in env and "SLURM_LOCALID" in env and tasks is not None and int(tasks) > 1
+    if "SLURM_PROCID" not in env or "SLURM_LOCALID" not in env or _tasks_variable(env) is None:
+        return False
+    return _slurm_number(env, _tasks_variable(env), low=1) > 1
+
+
+# Where slurm_to_torch_environment takes each torch variable from (for error messages).
+SLURM_SOURCES = {"RANK": "SLURM_PROCID", "LOCAL_RANK": "SLURM_LOCALID", "WORLD_SIZE": "SLURM_NTASKS or SLURM_STEP_NUM_TASKS",
+                 "MASTER_ADDR": "the first host of SLURM_JOB_NODELIST", "MASTER_PORT": "SLURM_JOB_ID",
+                 "LOCAL_WORLD_SIZE": "SLURM_TASKS_PER_NODE"}
+
+
+def _tasks_variable(env) -> str | None:
+    return next((name for name in ("SLURM_STEP_NUM_TASKS", "SLURM_NTASKS") if env.get(name) is not None), None)
+
+
+def _slurm_number(env, name: str, low: int = 0, high: int | None = None) -> int:
+    """A Slurm variable that must be an integer in [low, high], or one line naming it."""
+    value = env[name].strip()
+    if not value.isdigit():
+        raise ConfigError(f"Slurm: {name} is {env[name]!r}, not a number (a broken or hand-made Slurm environment?)")
+    if int(value) < low or (high is not None and int(value) > high):
+        raise ConfigError(f"Slurm: {name} is {value}: expected {low}..{high}" if high is not None
+                          else f"Slurm: {name} is {value}: expected >= {low}")
+    return int(value)
 
 
 def slurm_to_torch_environment(env=os.environ) -> dict[str, str]:
@@ -83,10 +108,18 @@ def slurm_to_torch_environment(env=os.environ) -> dict[str, str]:
     if not env.get("MASTER_PORT") and not env.get("SLURM_JOB_ID", "").isdigit():
         raise ConfigError("Slurm: SLURM_JOB_ID is not a number; set MASTER_PORT to a free port")
     tasks_per_node = (env.get("SLURM_STEP_TASKS_PER_NODE") or env.get("SLURM_TASKS_PER_NODE") or "").split("(")[0]
+    tasks = _tasks_variable(env)
+    world_size = _slurm_number(env, tasks, low=1)
+    # A rank outside 0..tasks-1 would wait for a group that can never fill (the whole dist.timeout).
+    if _slurm_number(env, "SLURM_PROCID") >= world_size:
+        raise ConfigError(f"Slurm: SLURM_PROCID is {env['SLURM_PROCID']} but {tasks} is {world_size}: "
+                          f"ranks are 0..{world_size - 1}")
+    local_limit = int(tasks_per_node) - 1 if tasks_per_node.isdigit() else world_size - 1
+    _slurm_number(env, "SLURM_LOCALID", high=local_limit)
     values = {
-        "RANK": env["SLURM_PROCID"],
-        "LOCAL_RANK": env["SLURM_LOCALID"],
-        "WORLD_SIZE": env.get("SLURM_STEP_NUM_TASKS") or env["SLURM_NTASKS"],
+        "RANK": env["SLURM_PROCID"].strip(),
+        "LOCAL_RANK": env["SLURM_LOCALID"].strip(),
+        "WORLD_SIZE": str(world_size),
         "MASTER_ADDR": env.get("MASTER_ADDR") or expand_hostlist(nodelist)[0],
         "MASTER_PORT": env.get("MASTER_PORT") or str(15000 + int(env["SLURM_JOB_ID"]) % 20000),
     }

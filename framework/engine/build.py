@@ -25,7 +25,8 @@ from framework.engine.hooks import CheckpointHook, EvalHook, HParamsHook, Logger
 from framework.engine.loggers import LoggerGroup, build_loggers
 from framework.engine.nonfinite import NonFiniteGuard
 from framework.engine.random_state import seed_everything
-from framework.engine.resume import checkpoint_to_resume, resume_trainer
+from framework.engine.resume import accumulate_on_resume, checkpoint_to_resume, resume_trainer
+from framework.engine.stop import stop_signals
 from framework.engine.trainer import Trainer
 from framework.errors import ConfigError
 from framework.metrics import is_per_class
@@ -40,11 +41,12 @@ from framework.runtime.precision import autocast_dtype, describe_memory_format, 
 logger = logging.getLogger("framework")
 
 def build_trainer(cfg: DictConfig, work_dir: str, resume: str | bool | None = None,
-                  overrides: list[str] | tuple[str, ...] = ()) -> Trainer:
+                  overrides: list[str] | tuple[str, ...] = (), allow_new_world_size: bool = False) -> Trainer:
     """Everything a run needs, built from the config.
 
     `resume`: a checkpoint path, True for the work dir's latest, None to follow `auto_resume`.
     `overrides`: the command line's key=value list, recorded in every checkpoint.
+    `allow_new_world_size`: resume on a number of processes that cannot keep the global batch.
     """
     import_custom_modules(cfg)
     plain = to_plain(cfg)
@@ -57,6 +59,9 @@ def build_trainer(cfg: DictConfig, work_dir: str, resume: str | bool | None = No
     tune_malloc(plain["malloc_tuning"])
     resume_from = checkpoint_to_resume(work_dir, resume, plain["auto_resume"])
     train_loader, val_loader = build_loaders(plain, device)
+    if resume_from is not None:  # on another number of processes: the same global batch
+        plain["train"]["accumulate"] = accumulate_on_resume(*resume_from, get_world_size(), train_loader.batch_size,
+                                                            plain["train"]["accumulate"], allow_new_world_size)
     max_iters = total_iterations(plain["train"], len(train_loader))
     task = build_networks(plain, device, work_dir, load_pretrained=resume_from is None)
     resolve_auto_class_weights(task, train_loader.dataset, work_dir, plain["data"]["train"]["dataset"], device,
@@ -71,9 +76,10 @@ def build_trainer(cfg: DictConfig, work_dir: str, resume: str | bool | None = No
     trainer = Trainer(task, optim, train_loader, hooks, max_iters, work_dir, device, loggers=logger_group,
                       accumulate=plain["train"]["accumulate"], amp_dtype=amp_dtype,
                       nan_guard=NonFiniteGuard(plain["train"]["nan_policy"]),
-                      config_text=OmegaConf.to_yaml(cfg), overrides=overrides)
+                      config_text=OmegaConf.to_yaml(cfg), overrides=overrides,
+                      stop_signals=stop_signals(plain["dist"]["requeue_signal"]))
     if resume_from is not None:
-        resume_trainer(trainer, *resume_from, current_config=plain)
+        resume_trainer(trainer, *resume_from, current_config=to_plain(cfg))  # the config as written
     log_run_summary(trainer, train_loader.batch_size)
     return trainer
 

@@ -1,4 +1,5 @@
-"""Graceful stop on SIGTERM / SIGINT / SIGUSR1: the training loop finishes its step, saves, and exits.
+"""Graceful stop on SIGTERM / SIGINT / the requeue signal (`dist.requeue_signal`, SIGUSR1 by
+default): the training loop finishes its step, saves, and exits.
 
     with StopSignals() as stop:
         while training:
@@ -19,19 +20,27 @@ import signal
 import threading
 
 # SIGUSR1: what Slurm sends before a job's time limit with `--signal=USR1@<seconds>` (SIGTERM
-# when it preempts or cancels a job); the exit status is then 128 + 10 = 138.
+# when it preempts or cancels a job); the exit status is then 128 + 10 = 138. A cluster whose
+# job scripts use another signal names it in `dist.requeue_signal` (see `stop_signals`).
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1)
 
 
+def stop_signals(requeue_signal: str | None = "USR1") -> tuple[signal.Signals, ...]:
+    """SIGTERM, SIGINT and the requeue signal named without its SIG prefix (`USR2`); None: none."""
+    extra = (signal.Signals[f"SIG{requeue_signal}"],) if requeue_signal else ()
+    return (signal.SIGTERM, signal.SIGINT, *extra)
+
+
 class StopSignals:
-    def __init__(self):
+    def __init__(self, signals: tuple[signal.Signals, ...] = STOP_SIGNALS):
+        self.signals = signals
         self.received: signal.Signals | None = None
         self._previous: dict = {}
         self._owner_pid = os.getpid()
 
     def __enter__(self) -> StopSignals:
         if threading.current_thread() is threading.main_thread():
-            for sig in STOP_SIGNALS:
+            for sig in self.signals:
                 self._previous[sig] = signal.signal(sig, self._handle)
         return self
 

@@ -43,13 +43,14 @@ import torch
 from torch import nn
 
 import framework
-from framework.dist import agree_on_stop, gather_by_rank, get_rank
+from framework.dist import agree_on_stop, gather_by_rank, get_rank, get_world_size
 from framework.engine.evaluation import move_to_device
 from framework.engine.hooks.base import Hook
 from framework.engine.loggers import LoggerGroup, TensorBoardLogger
 from framework.engine.nonfinite import NonFiniteGuard
 from framework.engine.random_state import rng_state, set_rng_state
-from framework.engine.stop import StopSignals
+from framework.engine.resume import log_ranks_without_state
+from framework.engine.stop import STOP_SIGNALS, StopSignals
 
 if TYPE_CHECKING:
     from framework.optim.optimizers import Optimizers
@@ -64,18 +65,30 @@ CHECKPOINT_FORMAT = 2
 class TrainData:
     """An endless iterator of training batches that counts epochs and the position in the epoch.
 
-    A new epoch re-seeds the sampler's order (`set_epoch`); resuming mid-epoch makes the
-    sampler skip the samples already seen, so nothing is loaded to be thrown away.
+    The position is the epoch's samples consumed by every rank together, so a checkpoint's
+    position means the same at any number of processes. A new epoch re-seeds the sampler's order
+    (`set_epoch`); resuming mid-epoch makes the sampler skip the samples already seen, so
+    nothing is loaded to be thrown away.
     """
 
     def __init__(self, loader):
         self.loader = loader
         self.epoch = 0
-        self.batches_in_epoch = 0  # batches consumed in the current epoch
+        self.samples_in_epoch = 0  # samples of the current epoch consumed by all ranks together
         self._iterator = None
 
-    def seek(self, epoch: int, batches_in_epoch: int) -> None:
-        self.epoch, self.batches_in_epoch = epoch, batches_in_epoch
+    @property
+    def samples_per_batch(self) -> int:
+        """One batch on every rank."""
+        return self.loader.batch_size * getattr(self.loader.sampler, "world_size", 1)
+
+    @property
+    def batches_in_epoch(self) -> int:
+        """This rank's batches of the current epoch (at this number of processes)."""
+        return self.samples_in_epoch // self.samples_per_batch
+
+    def seek(self, epoch: int, samples_in_epoch: int) -> None:
+        self.epoch, self.samples_in_epoch = epoch, samples_in_epoch
         self._iterator = None
 
     def __iter__(self) -> TrainData:
@@ -85,16 +98,16 @@ class TrainData:
         while True:
             if self._iterator is None:
                 self.loader.sampler.set_epoch(self.epoch)
-                self.loader.sampler.set_start(self.batches_in_epoch * self.loader.batch_size)
+                self.loader.sampler.set_start(self.samples_in_epoch)
                 self._iterator = iter(self.loader)
             try:
                 batch = next(self._iterator)
             except StopIteration:
                 self.epoch += 1
-                self.batches_in_epoch = 0
+                self.samples_in_epoch = 0
                 self._iterator = None
                 continue
-            self.batches_in_epoch += 1
+            self.samples_in_epoch += self.samples_per_batch
             return batch
 
 
@@ -102,7 +115,8 @@ class Trainer:
     def __init__(self, task: nn.Module, optim: Optimizers, train_loader, hooks: list[Hook], max_iters: int,
                  work_dir: str, device: torch.device, *, loggers: LoggerGroup | None = None, accumulate: int = 1,
                  amp_dtype: torch.dtype | None = None, nan_guard: NonFiniteGuard | None = None,
-                 config_text: str = "", overrides: list[str] | tuple[str, ...] = ()):
+                 config_text: str = "", overrides: list[str] | tuple[str, ...] = (),
+                 stop_signals: tuple[signal.Signals, ...] = STOP_SIGNALS):
         self.task = task
         self.optim = optim
         self.data = TrainData(train_loader)
@@ -116,6 +130,7 @@ class Trainer:
         self.nan_guard = nan_guard or NonFiniteGuard()
         self.config_text = config_text  # the resolved config, saved in every checkpoint
         self.overrides = list(overrides)  # the command line's key=value overrides, likewise
+        self.stop_signals = stop_signals  # those that end the run with a checkpoint (dist.requeue_signal)
 
         self.iter = 0  # completed iterations
         self.step_logs: dict = {}
@@ -155,7 +170,7 @@ class Trainer:
         """Train to max_iters, or until SIGTERM/SIGINT/SIGUSR1 (then `self.stop_signal` names it)."""
         self.task.train()
         self._stage_methods = {}  # hooks added or removed since the last fit are seen
-        with StopSignals() as stop:
+        with StopSignals(self.stop_signals) as stop:
             try:
                 self.call_hooks("before_train")
                 while self.iter < self.max_iters and self.stop_signal is None and self.stop_reason is None:
@@ -234,6 +249,12 @@ class Trainer:
                 "iter": self.iter,
                 "epoch": self.data.epoch,
                 "batches_in_epoch": self.data.batches_in_epoch,
+                # the run's shape (format 2 files without them: the resuming world size; see resume.py)
+                "samples_in_epoch": self.data.samples_in_epoch,
+                "world_size": get_world_size(),
+                "batch_size": self.data.loader.batch_size,
+                "accumulate": self.accumulate,
+                "global_batch": get_world_size() * self.data.loader.batch_size * self.accumulate,
                 "framework_version": framework.__version__,
                 "torch_version": str(torch.__version__),
                 "config": self.config_text,
@@ -254,7 +275,8 @@ class Trainer:
         self.task.load_state_dict(state["task"])
         self.optim.load_state_dict(state["optim"])
         self.iter = meta["iter"]
-        self.data.seek(meta["epoch"], meta["batches_in_epoch"])
+        self.data.seek(meta["epoch"], meta.get("samples_in_epoch",  # older files: batches at this world size
+                                               meta["batches_in_epoch"] * self.data.samples_per_batch))
         hook_states = state.get("hooks")
         if hook_states is None:  # format 1 kept the best-metric record in meta
             hook_states = {"CheckpointHook": {"best": meta.get("best") or {}}}
@@ -264,16 +286,10 @@ class Trainer:
         rank = get_rank()
         if rank in state["rng"]:
             set_rng_state(state["rng"][rank])
-        else:
-            logger.warning(f"warning: the checkpoint has no random state for rank {rank} (it has ranks "
-                           f"{sorted(state['rng'])}); this rank keeps its fresh seed, so the resume is not exact")
         by_rank = state.get("task_by_rank", {})
         if rank in by_rank:
             self.task.load_rank_state_dict(by_rank[rank])
-        elif self.task.rank_state_dict():
-            logger.warning(f"warning: the checkpoint has no task state for rank {rank} (it has ranks "
-                           f"{sorted(by_rank)}); this rank's {type(self.task).__name__} starts its own "
-                           "state afresh (e.g. an empty image pool), so the resume is not exact")
+        log_ranks_without_state(state, bool(self.task.rank_state_dict()), type(self.task).__name__)
 
     def _keyed_hooks(self):
         """(key, hook): the class name, with `#2`, `#3` for further hooks of the same class."""
