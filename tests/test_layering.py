@@ -44,7 +44,7 @@ MAY_IMPORT: dict[str, set[str]] = {
                "metrics", "visualization", "inference", "analysis", "tasks", "optim", "checkpoint", "weights",
                "runtime"},
     # seeds x configs (tools/compare.py): runs are separate training processes, so not the engine
-    "comparison": {"__init__", "errors", "registry", "config", "metrics", "runtime"},
+    "comparison": {"__init__", "errors", "registry", "config", "metrics", "checkpoint"},
 }
 
 # Packages that still use torch.distributed (or DDP's `.module`) themselves: none; never add one.

@@ -6,6 +6,6 @@ metric names, the pairs' folders, the cores each run gets), running the pairs as
 processes, a few at a time, resumable (`runner.py`), the summary read from each run's
 metrics.jsonl (`summary.py`: mean, spread, paired differences, best against last; JSON and
 markdown) and the curves' picture (`plot.py`).
-May import: framework, errors, registry, config, metrics, runtime (the work dir's run files); never the
+May import: framework, errors, registry, config, metrics, checkpoint (whether a work dir holds a run); never the
 engine: a pair is a separate training process, started with the command the caller gives.
 """

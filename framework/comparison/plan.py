@@ -24,11 +24,11 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
+from framework.checkpoint.run_folder import holds_run
 from framework.config import import_custom_modules, load_config, parse_override
 from framework.errors import ConfigError
 from framework.metrics.base import is_per_class, known_result_names
 from framework.registry import METRICS, did_you_mean
-from framework.runtime.workdir import run_files
 
 DIRECTIONS = ("max", "min")
 
@@ -76,7 +76,7 @@ class Pair:
         record = self.record() or {}
         if record.get("returncode") == 0 and record.get("fingerprint") == self.fingerprint:
             return "finished"
-        return "resume" if run_files(self.run_dir) else "new"
+        return "resume" if holds_run(self.run_dir) else "new"
 
 
 @dataclass(frozen=True)

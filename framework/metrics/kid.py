@@ -21,8 +21,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from framework.dist import all_gather_rows
 from framework.metrics.base import Metric
-from framework.metrics.generative import _gather_rows
 from framework.metrics.image import TorchvisionInceptionFeatures, _pair, local_inception_weights
 from framework.registry import METRICS
 
@@ -107,7 +107,7 @@ class KID(Metric):
     def sync(self, all_reduce) -> None:
         for role, batches in self._features.items():
             if batches:
-                self._features[role] = [_gather_rows(torch.cat(batches))]
+                self._features[role] = [all_gather_rows(torch.cat(batches))]
 
     def result_names(self) -> list[str]:
         return ["KID", "KID_std"]
