@@ -27,7 +27,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from framework.config.custom_imports import import_custom_modules, locate  # noqa: F401  (part of this module's API)
 from framework.config.files import load_with_bases, merge_nodes, parse_yaml
-from framework.config.schema import DEFAULTS, LOAD_SPEC, SCHEMA
+from framework.config.schema import AUTO_WITH_FLOAT16, DEFAULTS, LOAD_SPEC, SCHEMA
 from framework.errors import ConfigError
 from framework.registry import did_you_mean, to_plain  # noqa: F401 (to_plain: part of this module's API)
 
@@ -103,6 +103,9 @@ def check_config(cfg: dict, source: str) -> dict:
     elif train.get("max_iters") is not None and train.get("max_epochs") is not None:
         errors.append(f"train.max_iters ({train['max_iters']}) and train.max_epochs ({train['max_epochs']}) "
                       "are both set: give one (null the other)")
+    amp = checked.get("amp") if isinstance(checked.get("amp"), dict) else {}
+    if amp.get("enabled") == "auto" and amp.get("dtype") == "float16":
+        errors.append(AUTO_WITH_FLOAT16)  # auto picks the dtype: an explicit float16 would be dropped silently
     if checked.get("optim") is not None and checked.get("optimizers") is not None:
         errors.append("optim/optimizers: give either 'optim' (one optimizer) or 'optimizers' (by name), not both")
     if errors:
