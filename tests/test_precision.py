@@ -57,7 +57,10 @@ def test_a_run_logs_the_precision_it_chose(tmp_path):
                        *TINY_SEGMENTATION, "train.max_iters=2", "train.val_interval=0", "amp.enabled=auto")
     assert result.returncode == 0, result.stderr
     chosen = "bfloat16" if native_bf16(CPU) else "float32"
-    assert f"precision {chosen} (amp.enabled: auto)" in (tmp_path / "train.log").read_text()
+    log = (tmp_path / "train.log").read_text()
+    assert f"precision {chosen} (amp.enabled: auto)" in log
+    assert "data.train: 0 worker processes, memory not pinned (pin_memory: auto), decoded samples cached" in log
+    assert "cudnn.benchmark" not in log  # named on CUDA only
     assert describe(OFF, CPU, None).startswith("precision float32")
 
 

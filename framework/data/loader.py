@@ -73,6 +73,21 @@ def loader_settings(section: Mapping, path: str) -> dict:
     return settings
 
 
+def describe_loader(loader: DataLoader, section: Mapping, path: str) -> str:
+    """One log line: what the loader settings came to, naming those an `auto` decided."""
+    settings = {**LOADER_KEYS, **section}
+    chosen = [f"{loader.num_workers} worker process{'es' if loader.num_workers != 1 else ''}"
+              + (" (num_workers: auto)" if settings["num_workers"] == "auto" else ""),
+              ("pinned memory" if loader.pin_memory else "memory not pinned")
+              + (" (pin_memory: auto)" if settings["pin_memory"] == "auto" else ""),
+              "persistent workers" if loader.persistent_workers else "workers not persistent"]
+    if loader.num_workers == 0:
+        chosen.pop()  # no workers to keep
+    cache = getattr(loader.dataset, "decoded_cache", None)
+    chosen.append("decoded samples cached" if cache is not None else "samples read per access")
+    return f"{path}: " + ", ".join(chosen)
+
+
 def _seed_worker(worker_id: int) -> None:
     # torch seeds each worker differently; python and numpy would otherwise repeat the
     # parent's state in every forked worker.
