@@ -59,7 +59,7 @@ def test_a_run_logs_the_precision_it_chose(tmp_path):
     chosen = "bfloat16" if native_bf16(CPU) else "float32"
     log = (tmp_path / "train.log").read_text()
     assert f"precision {chosen} (amp.enabled: auto)" in log
-    assert "data.train: 0 worker processes, memory not pinned (pin_memory: auto), decoded samples cached" in log
+    assert "data.train: 0 worker processes, memory not pinned (pin_memory: auto), decoded samples cached as the first epoch reads them" in log
     assert "cudnn.benchmark" not in log  # named on CUDA only
     assert describe(OFF, CPU, None).startswith("precision float32")
 
