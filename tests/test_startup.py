@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 
+from benchmarks.startup import UNUSED
 from support import REPO, TINY_UNET, call_tool, run_forked_ranks, run_forked_tool
 
 HEAVY = ("torch", "torchvision", "albumentations", "tensorboard", "torch.utils.tensorboard")
@@ -121,12 +122,6 @@ loaded = sorted({{name.split(".")[0] for name in sys.modules}})
 import albumentations.core.hub_mixin as hub
 print(json.dumps([loaded, hub.is_huggingface_hub_available]))
 """
-# What a Quickstart run (albumentations flips, TensorBoard) does not use, with what pulled each in:
-# albumentations' Hub mixin (huggingface_hub, its HTTP stack), TensorBoard's S3 file system (boto3),
-# and what only other configs, tools or loggers use.
-UNUSED = {"huggingface_hub", "httpx", "httpx2", "httpcore", "httpcore2", "trio", "anyio", "boto3", "botocore",
-          "s3transfer", "timm", "torchvision", "mlflow", "onnx", "onnxruntime", "safetensors", "torchmetrics",
-          "matplotlib", "pandas"}
 
 
 def test_a_segmentation_run_imports_nothing_it_does_not_use(tmp_path):
