@@ -11,6 +11,7 @@ benchmarks/gpu_check.py. In one process, on one device, for pix2pix and CycleGAN
 
     python benchmarks/gpu_amp_gan.py --json amp_gan.json                 # on the GPU
     python benchmarks/gpu_amp_gan.py --device cpu --tasks pix2pix --iters 4 --seeds 0 --json /tmp/a.json
+    python benchmarks/gpu_amp_gan.py --device cpu --checks overflow --json /tmp/a.json task.generator.base_channels=8
 
 Prints one line per check; the JSON (rewritten after each) holds every figure and `ok` per check.
 """
@@ -51,8 +52,8 @@ def overrides(task: str, device: str, precision: str, seed: int, iters: int) -> 
 def build(task: str, args, precision: str, seed: int, work_dir: Path, iters: int):
     from benchmarks.in_process import build_quiet_trainer
 
-    return build_quiet_trainer(REPO / TASKS[task][0], overrides(task, args.device, precision, seed, iters),
-                               str(work_dir))
+    return build_quiet_trainer(REPO / TASKS[task][0],
+                               [*overrides(task, args.device, precision, seed, iters), *args.overrides], str(work_dir))
 
 
 def train(trainer, iterations: int) -> None:
@@ -128,7 +129,9 @@ def main(argv=None) -> int:
     parser.add_argument("--tasks", nargs="+", choices=list(TASKS), default=list(TASKS))
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2], help="float32 seeds: the spread")
     parser.add_argument("--iters", type=int, help="iterations of the short runs (default: per task)")
+    parser.add_argument("--checks", nargs="+", choices=["overflow", "quality"], default=["overflow", "quality"])
     parser.add_argument("--json", required=True)
+    parser.add_argument("overrides", nargs="*", help="key=value overrides of every run (smaller networks for a CPU check)")
     args = parser.parse_args(argv)
     out = Path(args.json)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -137,6 +140,8 @@ def main(argv=None) -> int:
         for task in args.tasks:
             for check, run, folder in (("overflow", overflow_check, Path(tmp) / f"{task}_overflow"),
                                        ("quality", quality, Path(tmp))):
+                if check not in args.checks:
+                    continue
                 start = time.perf_counter()
                 figures = run(task, args, folder)
                 figures["seconds"] = round(time.perf_counter() - start, 1)

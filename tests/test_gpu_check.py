@@ -103,3 +103,40 @@ def test_all_steps_passing_exit_zero(monkeypatch, tmp_path):
 ])
 def test_check_tables_say_which_failed(result, row):
     assert row in gpu_check.check_rows(result)
+
+
+SMALL_PIX2PIX = ["task.generator.num_downs=5", "task.generator.base_channels=8", "task.discriminator.base_channels=8",
+                 "data.train.dataset.size=32", "data.train.dataset.num_samples=16", "data.train.batch_size=4",
+                 "data.val.dataset.size=32", "data.val.dataset.num_samples=8", "data.train.num_workers=0"]
+
+
+def test_the_amp_step_on_the_cpu_an_overflow_skips_only_its_optimizers_step(tmp_path):
+    """The `amp_gan` step's overflow check, float16 with a GradScaler on the CPU: an infinite
+    gradient planted in G's parameters skips G's step and not D's, and the other way round."""
+    from benchmarks import gpu_amp_gan
+
+    out = tmp_path / "amp_gan.json"
+    status = gpu_amp_gan.main(["--device", "cpu", "--tasks", "pix2pix", "--checks", "overflow", "--json", str(out),
+                               *SMALL_PIX2PIX])
+    checks = json.loads(out.read_text())["checks"]
+    assert list(checks) == ["pix2pix overflow"]
+    per_optimizer = checks["pix2pix overflow"]["optimizers"]
+    assert set(per_optimizer) == {"generator", "discriminator"}
+    for figures in per_optimizer.values():
+        assert figures == {"skipped": True, "others_stepped": True, "scale_halved": True, "finite_after": True,
+                           "ok": True}
+    assert status == 0
+
+
+def test_the_speed_step_on_the_cpu_writes_its_figures(tmp_path):
+    from benchmarks import gpu_speed
+
+    out = tmp_path / "speed.json"
+    gpu_speed.main(["--device", "cpu", "--cases", "pix2pix", "--variants", "float32", "--block", "1", "--rounds", "1",
+                    "--images", "16", "--json", str(out)])
+    row = json.loads(out.read_text())["cases"]["pix2pix"]["float32"]
+    assert row["plain"]["s_per_iter"] > 0 and row["framework"]["s_per_iter"] > 0
+    assert row["ratio"] == row["framework"]["s_per_iter"] / row["plain"]["s_per_iter"]
+    assert row["framework"]["precision"] == "float32" and row["plain"]["peak_mb"] is None  # CUDA only
+    assert f"| pix2pix | float32 | {row['plain']['s_per_iter'] * 1e3:.2f} |" in "\n".join(
+        gpu_check.speed_rows(json.loads(out.read_text())))
