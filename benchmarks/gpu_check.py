@@ -49,15 +49,15 @@ class Step:
 def plan(out: Path) -> list[Step]:
     python = sys.executable
     return [
-        Step("cuda_tests", 165, "the cuda-marked tests (pytest -m cuda)",
+        Step("cuda_tests", 150, "the cuda-marked tests (pytest -m cuda)",
              [python, "-m", "pytest", "-m", "cuda", "-q", "-p", "no:cacheprovider", "-n", "6", "--dist", "load",
               f"--junitxml={out / 'cuda_tests.xml'}"]),
-        Step("amp_gan", 105, "float16/bfloat16 with two optimizers: overflow per optimizer, quality vs float32 seeds",
+        Step("amp_gan", 100, "float16/bfloat16 with two optimizers: overflow per optimizer, quality vs float32 seeds",
              [python, str(REPO / "benchmarks/gpu_amp_gan.py"), "--json", str(out / "amp_gan.json")], "amp_gan.json"),
         Step("speed", 150, "s/iter and peak memory vs the plain scripts: fp32/AMP, channels_last, compile",
              [python, str(REPO / "benchmarks/gpu_speed.py"), "--json", str(out / "speed.json")], "speed.json"),
-        Step("two_processes", 55, "two processes on one GPU (NCCL, else gloo): DDP and SyncBN vs the double batch",
-             [python, str(REPO / "benchmarks/gpu_two_processes.py"), "--timeout", "20",
+        Step("two_processes", 75, "two processes on one GPU (NCCL, else gloo): DDP and SyncBN vs the double batch",
+             [python, str(REPO / "benchmarks/gpu_two_processes.py"), "--timeout", "30",
               "--json", str(out / "two_processes.json")], "two_processes.json"),
     ]
 
