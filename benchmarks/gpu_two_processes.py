@@ -26,6 +26,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -54,17 +55,19 @@ def run_ranks(command: list[str], world: int, timeout: float, log: Path) -> bool
                        GROUP_RANK="0", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
         out = open(log.with_suffix(f".rank{rank}.log"), "w")
         processes.append((subprocess.Popen(command, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT), out))
-    ok = True
+    # A rank that fails (NCCL refusing a second rank on the device) leaves the other waiting in a
+    # collective: stop waiting at the first failure, or at the timeout.
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and any(p.poll() is None for p, _ in processes):
+        if any(p.poll() not in (None, 0) for p, _ in processes):
+            break
+        time.sleep(0.2)
     for process, out in processes:
-        try:
-            ok = process.wait(timeout=timeout) == 0 and ok
-        except subprocess.TimeoutExpired:
-            ok = False
-        out.close()
-    for process, _ in processes:
         if process.poll() is None:
             process.kill()
-    return ok
+        process.wait()
+        out.close()
+    return all(process.returncode == 0 for process, _ in processes)
 
 
 def max_difference(a: dict, b: dict) -> float:

@@ -140,3 +140,18 @@ def test_the_speed_step_on_the_cpu_writes_its_figures(tmp_path):
     assert row["framework"]["precision"] == "float32" and row["plain"]["peak_mb"] is None  # CUDA only
     assert f"| pix2pix | float32 | {row['plain']['s_per_iter'] * 1e3:.2f} |" in "\n".join(
         gpu_check.speed_rows(json.loads(out.read_text())))
+
+
+def test_two_ranks_stop_at_the_first_failing_rank(tmp_path):
+    """NCCL refusing a second rank on one GPU fails one rank and leaves the other in a collective:
+    the attempt ends there, not at its timeout, and the fallback (gloo) gets the time."""
+    from benchmarks.gpu_two_processes import run_ranks
+
+    rank_fails = python("import os, sys, time; time.sleep(60) if os.environ['RANK'] == '0' else sys.exit(3)")
+    start = time.monotonic()
+    assert run_ranks(rank_fails, 2, timeout=60, log=tmp_path / "attempt") is False
+    assert time.monotonic() - start < 20
+    both_pass = python("import os; print(os.environ['RANK'], os.environ['LOCAL_RANK'], os.environ['WORLD_SIZE'])")
+    assert run_ranks(both_pass, 2, timeout=60, log=tmp_path / "ok") is True
+    # every rank on the one GPU: LOCAL_RANK 0 for both
+    assert [(tmp_path / f"ok.rank{r}.log").read_text() for r in (0, 1)] == ["0 0 2\n", "1 0 2\n"]
