@@ -53,16 +53,37 @@ def test_cudnn_benchmark_is_on_unless_the_run_is_deterministic(deterministic, se
     assert cudnn_benchmark({"cudnn_benchmark": setting, "deterministic": deterministic}) is expected
 
 
+class Lines(logging.Handler):
+    """The framework logger's lines, whatever an earlier in-process tool run did to its propagation."""
+
+    def __init__(self):
+        super().__init__(logging.INFO)
+        self.lines = []
+
+    def emit(self, record):
+        self.lines.append(record.getMessage())
+
+
+def logged(call) -> list[str]:
+    framework_logger, handler = logging.getLogger("framework"), Lines()
+    level = framework_logger.level
+    framework_logger.addHandler(handler)
+    framework_logger.setLevel(logging.INFO)
+    try:
+        call()
+    finally:
+        framework_logger.removeHandler(handler)
+        framework_logger.setLevel(level)
+    return handler.lines
+
+
 @pytest.mark.parametrize("deterministic, line", [(False, "cudnn.benchmark on"),
                                                  ("warn", "cudnn.benchmark off (deterministic)")])
-def test_a_cuda_run_logs_what_its_defaults_came_to(monkeypatch, caplog, deterministic, line):
+def test_a_cuda_run_logs_what_its_defaults_came_to(monkeypatch, deterministic, line):
     loader = loader_on(monkeypatch, GPU, 16)
     config = {"cudnn_benchmark": True, "deterministic": deterministic, "data": {"train": SECTION}}
     monkeypatch.setattr(torch.backends.cudnn, "benchmark", cudnn_benchmark(config))
-    with caplog.at_level(logging.INFO, logger="framework"):
-        log_device_defaults(config, GPU, loader)
-    assert [r.getMessage() for r in caplog.records] == [describe_loader(loader, SECTION, "data.train"), line]
-    caplog.clear()
-    with caplog.at_level(logging.INFO, logger="framework"):
-        log_device_defaults(config, CPU, loader)  # cuDNN is not named where it does nothing
-    assert [r.getMessage() for r in caplog.records] == [describe_loader(loader, SECTION, "data.train")]
+    loader_line = describe_loader(loader, SECTION, "data.train")
+    assert logged(lambda: log_device_defaults(config, GPU, loader)) == [loader_line, line]
+    # cuDNN is not named where it does nothing
+    assert logged(lambda: log_device_defaults(config, CPU, loader)) == [loader_line]
