@@ -43,6 +43,7 @@ def full_config(path):
     cfg.update(task={"type": "SegmentationTask"}, data={"train": loader, "val": dict(loader), "test": dict(loader)},
                optim=optimizer, load_from={"checkpoint": "weights.pth"})
     cfg["train"]["max_iters"] = None if path == ("train", "max_epochs") else 10  # exclusive too
+    cfg["amp"]["enabled"] = True if path == ("amp", "dtype") else cfg["amp"]["enabled"]  # auto refuses float16
     if path[0] == "optimizers":  # optim and optimizers are exclusive
         cfg["optimizers"], cfg["optim"] = {OPTIMIZER_NAME: cfg.pop("optim")}, None
     return cfg

@@ -152,3 +152,22 @@ def test_every_shipped_config_trains_on_the_gpu(tmp_path, config, deterministic)
                       *FITTING.get(config.stem, []), f"deterministic={deterministic}", cwd=REPO)
     assert result.returncode == 0, result.stderr[-3000:]
     assert (tmp_path / "checkpoints/iter_2.pth").is_file()
+
+
+def test_the_gpus_defaults_by_rule_and_in_the_log(tmp_path):
+    """What the faked-device tests (tests/test_device_defaults.py, test_precision.py,
+    test_memory_format.py) decide, on the real GPU: bf16 from compute capability 8.0 (not
+    torch's emulated answer), NHWC from 7.0, workers, pinned memory, cuDNN's search; all logged."""
+    from framework.runtime.precision import autocast_dtype, use_channels_last
+
+    gpu = torch.device("cuda", 0)
+    major = torch.cuda.get_device_capability(gpu)[0]
+    assert autocast_dtype({"enabled": "auto", "dtype": None}, gpu) == (torch.bfloat16 if major >= 8 else None)
+    assert use_channels_last("auto", gpu) is (major >= 7)
+    result = run_tool("train", "--config", SEGMENTATION, "--work-dir", tmp_path, *ON_THE_GPU, "train.max_iters=2",
+                      "train.val_interval=0", "data.train.num_workers=auto", "channels_last=auto")
+    assert result.returncode == 0, result.stderr
+    log = (tmp_path / "train.log").read_text()
+    assert "(num_workers: auto), pinned memory (pin_memory: auto), persistent workers, decoded samples cached\n" in log
+    assert "cudnn.benchmark on\n" in log
+    assert f"memory format {'channels_last' if major >= 7 else 'contiguous (NCHW)'} (channels_last: auto)" in log

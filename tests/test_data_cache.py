@@ -96,15 +96,31 @@ def test_auto_workers_leave_small_cpus_to_the_compute():
     assert auto_workers(cuda, cached=False, cores=2) == 1 and auto_workers(cuda, cached=True, cores=32) == 8
 
 
-def test_cache_auto_caches_what_fits_and_says_so(voc, tmp_path, framework_log):
+def test_cache_auto_caches_what_fits_during_the_first_epoch_and_says_so(voc, tmp_path, framework_log):
+    """Without worker processes the first step does not wait for every sample to be decoded: the
+    first epoch decodes them as it reads them (as an uncached one would) and keeps them."""
     root = shutil.copytree(voc, tmp_path / "voc")
     loader = build_dataloader(section(root), "data.train", train=True, seed=3)  # cache: auto, the default
-    assert len(loader.dataset.decoded_cache.samples) == 12
     assert "cache: auto: about 0.0 MB decoded fits the budget" in framework_log.text
+    assert "data.train: cache: auto: decoded samples kept as the first epoch reads them" in framework_log.text
+    assert loader.dataset.decoded_cache.samples == {}  # nothing decoded before the first step
     reference = build_dataloader(section(voc, cache=None), "data.train", train=True, seed=3)
-    shutil.rmtree(root)
-    for ours, theirs in zip(epoch(loader), epoch(reference), strict=True):
-        assert torch.equal(ours["image"], theirs["image"]) and torch.equal(ours["mask"], theirs["mask"])
+    first = epoch(loader)
+    assert len(loader.dataset.decoded_cache.samples) == 12
+    shutil.rmtree(root)  # every sample must now come from memory
+    for number, batches in ((0, first), (1, epoch(loader, 1))):
+        for ours, theirs in zip(batches, epoch(reference, number), strict=True):
+            assert torch.equal(ours["image"], theirs["image"]) and torch.equal(ours["mask"], theirs["mask"])
+
+
+@pytest.mark.parametrize("settings, filled", [({"num_workers": 1}, True), ({"num_workers": 0}, False),
+                                              ({"num_workers": 0, "cache": "memory"}, True)])
+def test_the_cache_is_filled_before_workers_fork_or_when_memory_asks(voc, settings, filled):
+    """Forked workers share the pages of a cache filled before them; each filling its own would
+    hold a copy per worker. `cache: memory` decodes up front, as its documentation says."""
+    loader = build_dataloader(section(voc, **settings), "data.train", train=True)
+    assert len(loader.dataset.decoded_cache.samples) == (12 if filled else 0)
+    assert loader.dataset.decoded_cache.filled_at_start is filled
 
 
 def test_cache_auto_reads_from_disk_what_does_not_fit(voc, framework_log):

@@ -1,5 +1,6 @@
 """`channels_last: auto`: NHWC where it was measured faster (AVX-512 CPUs, CUDA with tensor cores),
-NCHW elsewhere (the CPU faked through its flags and the oneDNN ISA cap)."""
+NCHW elsewhere (the CPU faked through its flags and the oneDNN ISA cap, a GPU through its compute
+capability)."""
 
 import pytest
 import torch
@@ -23,6 +24,19 @@ AVX2_ONLY = {"avx2", "fma"}
 ])
 def test_auto_picks_channels_last_only_on_avx512_cpus(flags, environ, expected):
     assert use_channels_last("auto", CPU, flags, environ) is expected
+
+
+@pytest.mark.parametrize("capability, expected", [
+    ((6, 1), False), ((6, 9), False),  # Pascal: no tensor cores, cuDNN's NHWC kernels are no faster
+    ((7, 0), True), ((7, 5), True), ((8, 0), True), ((9, 0), True),  # tensor cores from Volta (7.0) on
+])
+def test_auto_picks_channels_last_on_gpus_with_tensor_cores(monkeypatch, capability, expected):
+    asked = []
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: asked.append(device) or capability)
+    gpu = torch.device("cuda", 1)
+    assert use_channels_last("auto", gpu, AVX2_ONLY, {}) is expected  # the CPU's flags do not count
+    assert asked == [gpu]  # the run's own GPU, not the current one
+    assert use_channels_last(not expected, gpu, AVX512, {}) is (not expected)  # explicit settings kept
 
 
 @pytest.mark.parametrize("setting", [True, False])

@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 
+from benchmarks.startup import UNUSED
 from support import REPO, TINY_UNET, call_tool, run_forked_ranks, run_forked_tool
 
 HEAVY = ("torch", "torchvision", "albumentations", "tensorboard", "torch.utils.tensorboard")
@@ -106,3 +107,47 @@ def test_ddp_wrappers_are_freed_while_the_process_group_is_up(tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     for rank in (0, 1):
         assert (tmp_path / f"state.json.freed.r{rank}").read_text() == "True\n", rank  # one wrapper, group up
+
+
+RUN_PROBE = """
+import json, runpy, sys
+sys.argv = ["train.py", "--config", {config!r}, "--work-dir", {work_dir!r}, "device=cpu", "train.max_iters=1",
+            "train.val_interval=0", "train.ckpt_interval=0", "train.progress_bar=false",
+            "data.train.dataset.num_samples=16", "data.val.dataset.num_samples=8"]
+try:
+    runpy.run_path({train!r}, run_name="__main__")
+except SystemExit as exit:
+    assert not exit.code, exit.code
+loaded = sorted({{name.split(".")[0] for name in sys.modules}})
+import albumentations.core.hub_mixin as hub
+print(json.dumps([loaded, hub.is_huggingface_hub_available]))
+"""
+
+
+def test_a_segmentation_run_imports_nothing_it_does_not_use(tmp_path):
+    code = RUN_PROBE.format(config=str(REPO / "configs/segmentation/unet_shapes.yaml"), work_dir=str(tmp_path / "run"),
+                            train=str(REPO / "tools/train.py"))
+    result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=300,
+                            env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1"})
+    assert result.returncode == 0, result.stderr[-3000:]
+    loaded, hub_available = json.loads(result.stdout.splitlines()[-1])
+    assert {"torch", "albumentations", "tensorboard"} <= set(loaded)  # the run did build its pipeline and logger
+    assert sorted(UNUSED & set(loaded)) == []
+    assert hub_available is False  # albumentations went without its Hub mixin
+
+
+def test_import_without_hides_an_optional_dependency_only_while_the_module_loads(tmp_path, monkeypatch):
+    from framework.registry import import_without
+
+    (tmp_path / "optional_dep.py").write_text("")
+    (tmp_path / "uses_optional.py").write_text(
+        "try:\n    import optional_dep\n    HAVE = True\nexcept ImportError:\n    HAVE = False\n")
+    (tmp_path / "uses_loaded.py").write_text("import json\nHAVE = True\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for name in ("optional_dep", "uses_optional", "uses_loaded"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    assert import_without("uses_optional", ("optional_dep",)).HAVE is False
+    assert "optional_dep" not in sys.modules  # the mark is gone: others import it as usual
+    assert __import__("optional_dep") is sys.modules["optional_dep"]
+    assert import_without("uses_loaded", ("json",)).HAVE is True  # already imported: not hidden
+    assert import_without("uses_optional", ("optional_dep",)).HAVE is False  # imported once, kept

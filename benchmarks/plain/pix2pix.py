@@ -47,13 +47,19 @@ def set_requires_grad(network, flag):
         p.requires_grad_(flag)
 
 
-def build(root, device, seed=0):
-    """The decoded pairs, the two networks and their optimizers."""
+def build(root, device, seed=0, channels_last=False, compile=False):
+    """The decoded pairs, the two networks and their optimizers; the networks' weights NHWC and
+    compiled when asked, as the framework's `channels_last` and `compile` do (benchmarks/gpu_speed.py)."""
     torch.manual_seed(seed)
     inputs, targets = (t.to(device) for t in load_pairs(os.path.join(root, "train")))  # on a GPU: once
     # the networks of projects/pix2pix/configs/pix2pix_shapes.yaml (instance norm), written apart
     G = gan_init(SkipBlockGenerator(in_ch=3, out_ch=3, width=16, downs=6)).to(device)
     D = gan_init(PatchDiscriminator(in_ch=6, width=16, layers=3)).to(device)
+    for network in (G, D):
+        if channels_last:
+            network.to(memory_format=torch.channels_last)
+        if compile:
+            network.compile()
     opt_g = torch.optim.Adam(G.parameters(), lr=5e-4, betas=(0.5, 0.999), fused=True)
     opt_d = torch.optim.Adam(D.parameters(), lr=5e-4, betas=(0.5, 0.999), fused=True)
     return inputs, targets, G, D, opt_g, opt_d

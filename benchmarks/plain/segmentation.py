@@ -43,11 +43,16 @@ def random_flips(images, masks):
     return images, masks
 
 
-def build(root, device, seed=0):
-    """The decoded folder, the network and its optimizer."""
+def build(root, device, seed=0, channels_last=False, compile=False):
+    """The decoded folder, the network and its optimizer; the network's weights NHWC and compiled
+    when asked, as the framework's `channels_last` and `compile` do (benchmarks/gpu_speed.py)."""
     torch.manual_seed(seed)
     images, masks = (t.to(device) for t in load_voc(root))  # on a GPU: the whole folder, once
     model = SegUNet(in_ch=3, classes=4, width=16, levels=3).to(device)
+    if channels_last:
+        model.to(memory_format=torch.channels_last)
+    if compile:
+        model.compile()
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=1e-4, fused=True)
     return images, masks, model, optimizer
 

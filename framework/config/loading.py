@@ -31,7 +31,7 @@ from framework.config.custom_imports import import_custom_modules, locate  # noq
 from framework.config.files import load_with_bases, merge_nodes, parse_yaml
 from framework.config.metric_direction import metric_direction
 from framework.config.rules import nonfinite_numbers
-from framework.config.schema import DEFAULTS, LOAD_SPEC, SCHEMA
+from framework.config.schema import AUTO_WITH_FLOAT16, DEFAULTS, LOAD_SPEC, SCHEMA
 from framework.errors import ConfigError
 from framework.registry import did_you_mean, to_plain  # noqa: F401 (to_plain: part of this module's API)
 
@@ -112,6 +112,9 @@ def check_config(cfg: dict, source: str, notes: list[str] | None = None) -> dict
                       "are both set: give one (null the other)")
     if train.get("best_mode") == "auto":
         train["best_mode"] = resolve_best_mode(train.get("best_metric"), errors, notes)
+    amp = checked.get("amp") if isinstance(checked.get("amp"), dict) else {}
+    if amp.get("enabled") == "auto" and amp.get("dtype") == "float16":
+        errors.append(AUTO_WITH_FLOAT16)  # auto picks the dtype: an explicit float16 would be dropped silently
     if checked.get("optim") is not None and checked.get("optimizers") is not None:
         errors.append("optim/optimizers: give either 'optim' (one optimizer) or 'optimizers' (by name), not both")
     if errors:

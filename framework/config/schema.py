@@ -25,6 +25,11 @@ from framework.config.rules import (
     strings,
 )
 
+# `amp.enabled: auto` chooses the dtype by the hardware: an explicit float16 would be dropped, so it is refused.
+AUTO_WITH_FLOAT16 = ("amp.dtype: float16 with amp.enabled: auto, which picks bfloat16 where the hardware computes it "
+                     "natively and float32 elsewhere; set amp.enabled: true to train in float16 (with a GradScaler), "
+                     "or remove amp.dtype")
+
 # Every top-level key a config may have, with its default. Sections given as dicts are
 # validated one level deeper as well (unknown `train.*` keys are errors too).
 DEFAULTS: dict[str, Any] = {
@@ -53,7 +58,7 @@ DEFAULTS: dict[str, Any] = {
         # auto: bfloat16 autocast where the CPU/GPU computes it natively, float32 elsewhere (runtime/precision.py);
         # true: always, in `dtype`; false: float32
         "enabled": "auto",
-        "dtype": "float16",  # with enabled true: float16 (with a GradScaler) or bfloat16 (no scaler; works on CPU)
+        "dtype": None,  # with enabled true: float16 (with a GradScaler; also when unset) or bfloat16 (no scaler; works on CPU); with auto: unset or bfloat16 (float16 is refused)
     },
     "dist": {
         "backend": "auto",  # auto: nccl when `device` is a GPU (auto with CUDA present, cuda, cuda:N), else gloo
@@ -106,7 +111,7 @@ SCHEMA = section({
     "optim": optional(OPTIMIZER), "optimizers": optional(each(OPTIMIZER)),
     "metrics": list_of(node), "hooks": list_of(node), "loggers": list_of(any_of(string, node)), "sync_bn": boolean, "channels_last": one_of(True, False, "auto"), "malloc_tuning": boolean,
     "compile": any_of(boolean, mapping),
-    "amp": section({"enabled": one_of(True, False, "auto"), "dtype": one_of("float16", "bfloat16")}),
+    "amp": section({"enabled": one_of(True, False, "auto"), "dtype": optional(one_of("float16", "bfloat16"))}),
     "dist": section({"backend": one_of("auto", "gloo", "nccl", "mpi"), "timeout": number(above=0),
                      "startup_timeout": number(above=0),
                      "requeue_signal": optional(one_of("USR1", "USR2", "HUP", "ALRM", "XCPU")),

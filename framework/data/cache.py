@@ -16,7 +16,8 @@ would modify a cached image in place fails loudly instead of corrupting later ep
 `cache: auto` (the default) caches a dataset whose whole decoded size fits in a budget: a
 quarter of the memory available when the loader is built (shared by the processes of this
 machine), at most `cache_limit_mb`. The size is estimated from the first samples; the log says
-what was decided and why. A dataset without one of the loader methods below (a custom dataset
+what was decided and why. Where no worker process will read it, the auto cache is filled as the
+first epoch reads the samples instead of before the first step (`fill_cache`). A dataset without one of the loader methods below (a custom dataset
 that is not built on the framework's bases) is read as it is, as is one that sets
 `cacheable = False` (its loader method is not a pure function of the index).
 """
@@ -65,27 +66,42 @@ def _nbytes(sample) -> int:
 
 
 class DecodedCache:
-    """The decoded samples of one dataset, filled once; a stand-in for its loader method."""
+    """The decoded samples of one dataset; a stand-in for its loader method. Filled at once by
+    `fill()` (in index order, up to the limit), or sample by sample as they are first read."""
 
-    def __init__(self, dataset, limit_mb: float):
+    def __init__(self, dataset, limit_mb: float, path: str):
         self.method = _require_loader_method(dataset)
         self.decode = getattr(dataset, self.method)
-        self.samples: list[tuple] = []
+        self.path, self.size, self.limit_mb = path, len(dataset), limit_mb
+        self.samples: dict[int, tuple] = {}
         self.nbytes = 0
-        limit = limit_mb * 2**20
+        self.seconds = 0.0
+        self.filled_at_start = False
+
+    def _decode(self, index: int) -> tuple[tuple, bool]:
+        """The sample, read-only, and whether it was kept (within the limit)."""
+        sample = tuple(_freeze(v) for v in self.decode(index))
+        if self.nbytes + _nbytes(sample) > self.limit_mb * 2**20:
+            return sample, False
+        self.samples[index] = sample
+        self.nbytes += _nbytes(sample)
+        return sample, True
+
+    def fill(self) -> None:
+        """Decode every sample now, in index order until the limit (before workers fork: they share the pages)."""
         start = time.perf_counter()
-        for index in range(len(dataset)):
-            sample = tuple(_freeze(v) for v in self.decode(index))
-            if self.nbytes + _nbytes(sample) > limit:
+        for index in range(self.size):
+            if index not in self.samples and not self._decode(index)[1]:
                 break
-            self.samples.append(sample)
-            self.nbytes += _nbytes(sample)
-        self.seconds = time.perf_counter() - start
+        self.seconds, self.filled_at_start = time.perf_counter() - start, True
+        cached = len(self.samples)
+        note = "" if cached == self.size else f" (cache_limit_mb {self.limit_mb} reached: the rest are decoded per step)"
+        logger.info(f"{self.path}: cached {cached} of {self.size} decoded samples, "
+                    f"{self.nbytes / 2**20:.1f} MB in {self.seconds:.1f}s{note}")
 
     def __call__(self, index: int):
-        if index < len(self.samples):
-            return self.samples[index]
-        return self.decode(index)
+        sample = self.samples.get(index)
+        return sample if sample is not None else self._decode(index)[0]
 
 
 def available_memory_mb() -> float:
@@ -120,9 +136,10 @@ def _check_limit(limit_mb, path: str) -> None:
         raise ConfigError(f"{path}.cache_limit_mb: must be a positive number, got {limit_mb!r}")
 
 
-def cache_in_memory(dataset, mode, limit_mb, path: str, available_mb: float | None = None):
+def cache_in_memory(dataset, mode, limit_mb, path: str, available_mb: float | None = None, fill: bool = True):
     """Attach a DecodedCache to `dataset` when `mode` is "memory", or "auto" and the dataset fits
-    the budget; returns the dataset."""
+    the budget; returns the dataset. `fill`: decode every sample now; otherwise the cache keeps
+    each sample as it is first read (the loader's choice: `fill_cache`)."""
     if mode not in CACHE_MODES:
         raise ConfigError(f"{path}.cache: must be null, memory or auto, got {mode!r}")
     if mode is None:
@@ -138,11 +155,26 @@ def cache_in_memory(dataset, mode, limit_mb, path: str, available_mb: float | No
                         f"{budget:.0f} MB (a quarter of the available memory, at most cache_limit_mb)")
             return dataset
         logger.info(f"{path}: cache: auto: about {size:.1f} MB decoded fits the budget of {budget:.0f} MB")
-    cache = DecodedCache(dataset, limit_mb)
+    cache = DecodedCache(dataset, limit_mb, path)
     setattr(dataset, cache.method, cache)  # the instance attribute shadows the class's method
     dataset.decoded_cache = cache
-    cached = len(cache.samples)
-    note = "" if cached == len(dataset) else f" (cache_limit_mb {limit_mb} reached: the rest are decoded per step)"
-    logger.info(f"{path}: cached {cached} of {len(dataset)} decoded samples, "
-                f"{cache.nbytes / 2**20:.1f} MB in {cache.seconds:.1f}s{note}")
+    if fill:
+        cache.fill()
     return dataset
+
+
+def fill_cache(dataset, mode, workers: int) -> None:
+    """Where the loader's cache is filled. Before the first step when worker processes will read
+    it (filled in the main process, their forks share its pages; filled in each worker, every
+    worker would hold a copy) or `cache: memory` asked for it (decoded once, up front, as
+    documented). Otherwise, `cache: auto` in the main process, during the first epoch: those
+    samples are decoded then anyway, so the first step does not wait for all of them
+    (the Quickstart's 2000 shapes: about 2-3 s) and the run as a whole decodes no more."""
+    cache = getattr(dataset, "decoded_cache", None)
+    if cache is None or cache.filled_at_start:
+        return
+    if workers > 0 or mode == "memory":
+        cache.fill()
+    else:
+        logger.info(f"{cache.path}: cache: auto: decoded samples kept as the first epoch reads them "
+                    "(no worker processes)")

@@ -10,8 +10,10 @@
 training threads already use every core, so a worker process only pays when there are cores
 to spare (none on up to 4 cores, or when the cache leaves only augmentation to do);
 on CUDA the cores are free for data, up to 8 workers. `cache: memory` (framework/data/cache.py)
-decodes every sample once when the loader is built; `cache: auto`, the default, does so when
-the decoded dataset fits a quarter of the available memory (at most `cache_limit_mb`).
+decodes every sample once when the loader is built; `cache: auto`, the default, keeps the decoded
+samples when the dataset fits a quarter of the available memory (at most `cache_limit_mb`):
+decoded when the loader is built where worker processes will share them, else as the first
+epoch reads them (`fill_cache`).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader
 
-from framework.data.cache import cache_in_memory
+from framework.data.cache import cache_in_memory, fill_cache
 from framework.data.sampler import EpochSampler, ShardSampler
 from framework.errors import ConfigError
 from framework.registry import DATASETS, reject_unknown_keys
@@ -73,6 +75,24 @@ def loader_settings(section: Mapping, path: str) -> dict:
     return settings
 
 
+def describe_loader(loader: DataLoader, section: Mapping, path: str) -> str:
+    """One log line: what the loader settings came to, naming those an `auto` decided."""
+    settings = {**LOADER_KEYS, **section}
+    chosen = [f"{loader.num_workers} worker process{'es' if loader.num_workers != 1 else ''}"
+              + (" (num_workers: auto)" if settings["num_workers"] == "auto" else ""),
+              ("pinned memory" if loader.pin_memory else "memory not pinned")
+              + (" (pin_memory: auto)" if settings["pin_memory"] == "auto" else ""),
+              "persistent workers" if loader.persistent_workers else "workers not persistent"]
+    if loader.num_workers == 0:
+        chosen.pop()  # no workers to keep
+    cache = getattr(loader.dataset, "decoded_cache", None)
+    if cache is None:
+        chosen.append("samples read per access")
+    else:
+        chosen.append("decoded samples cached" + ("" if cache.filled_at_start else " as the first epoch reads them"))
+    return f"{path}: " + ", ".join(chosen)
+
+
 def _seed_worker(worker_id: int) -> None:
     # torch seeds each worker differently; python and numpy would otherwise repeat the
     # parent's state in every forked worker.
@@ -85,7 +105,7 @@ def build_dataloader(section: Mapping, path: str, *, train: bool, seed: int = 0,
                      world_size: int = 1, device: torch.device | None = None) -> DataLoader:
     settings = loader_settings(section, path)
     dataset = DATASETS.build(settings["dataset"], path=f"{path}.dataset")
-    dataset = cache_in_memory(dataset, settings["cache"], settings["cache_limit_mb"], path)
+    dataset = cache_in_memory(dataset, settings["cache"], settings["cache_limit_mb"], path, fill=False)
     if train:
         per_process = len(dataset) // world_size
         if per_process < settings["batch_size"]:
@@ -100,6 +120,7 @@ def build_dataloader(section: Mapping, path: str, *, train: bool, seed: int = 0,
     else:
         sampler = ShardSampler(len(dataset), rank=rank, world_size=world_size)
     workers = resolve_workers(settings["num_workers"], path, device, hasattr(dataset, "decoded_cache"))
+    fill_cache(dataset, settings["cache"], workers)
     pin = settings["pin_memory"]
     if pin == "auto":
         pin = device is not None and device.type == "cuda"

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from framework.errors import ConfigError
-from framework.registry import TRANSFORMS, is_node
+from framework.registry import TRANSFORMS, import_without, is_node
 
 if TYPE_CHECKING:
     import albumentations as A
@@ -24,10 +24,15 @@ if TYPE_CHECKING:
 _ABSTRACT_BASES = {"BasicTransform", "DualTransform", "ImageOnlyTransform", "Transform3D", "BaseCompose"}
 
 
+def import_albumentations():
+    """albumentations without huggingface_hub, which only its pipeline sharing on the Hub uses
+    (`import_without`). Imported on the first lookup of a transform or pipeline, not with the
+    framework (whose import sets NO_ALBUMENTATIONS_UPDATE, see framework/__init__.py)."""
+    return import_without("albumentations", ("huggingface_hub",))
+
+
 def _register_albumentations() -> None:
-    # albumentations is imported here, on the first lookup of a transform, not with the framework
-    # (whose import sets NO_ALBUMENTATIONS_UPDATE, see framework/__init__.py).
-    import albumentations as A
+    A = import_albumentations()
     from albumentations.core.composition import BaseCompose
     from albumentations.pytorch import ToTensorV2
 
@@ -55,7 +60,7 @@ def build_pipeline(
     `path` is the config path of the list, so a bad node is reported as e.g.
     `data.train.dataset.pipeline[2].type: unknown type ...`.
     """
-    import albumentations as A
+    A = import_albumentations()
     from albumentations.core.composition import BaseCompose
 
     if isinstance(transforms, str) or not isinstance(transforms, Sequence):

@@ -17,7 +17,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from framework.analysis.class_weights import resolve_auto_class_weights
 from framework.config import import_custom_modules, save_config, to_plain
-from framework.data.loader import build_dataloader
+from framework.data.loader import build_dataloader, describe_loader
 from framework.dist import get_rank, get_world_size, is_main, wrap_networks
 from framework.dist.sync_bn import convert_sync_batchnorm
 from framework.engine import network_settings, pretrained
@@ -53,15 +53,14 @@ def build_trainer(cfg: DictConfig, work_dir: str, resume: str | bool | None = No
     loggers = build_loggers(plain["loggers"])  # every rank checks the keywords; rank 0 writes
     device = select_device(plain["device"])
     seed_everything(plain["seed"], plain["deterministic"])
-    # Training crops have one size, so cuDNN's per-shape search pays once (a new evaluation size
-    # searches again); deterministic runs need cuDNN's fixed choice. No effect on the CPU.
-    torch.backends.cudnn.benchmark = plain["cudnn_benchmark"] and not plain["deterministic"]
+    torch.backends.cudnn.benchmark = cudnn_benchmark(plain)
     tune_malloc(plain["malloc_tuning"])
     resume_from = checkpoint_to_resume(work_dir, resume, plain["auto_resume"])
     train_loader, val_loader = build_loaders(plain, device)
     if resume_from is not None:  # on another number of processes: the same global batch
         plain["train"]["accumulate"] = accumulate_on_resume(*resume_from, get_world_size(), train_loader.batch_size,
                                                             plain["train"]["accumulate"], allow_new_world_size)
+    log_device_defaults(plain, device, train_loader)
     max_iters = total_iterations(plain["train"], len(train_loader))
     task = build_networks(plain, device, work_dir, load_pretrained=resume_from is None)
     resolve_auto_class_weights(task, train_loader.dataset, work_dir, plain["data"]["train"]["dataset"], device,
@@ -100,6 +99,20 @@ def select_device(spec: str = "auto") -> torch.device:
     if device.type == "cuda" and not torch.cuda.is_available():
         raise ConfigError(f"device: '{spec}' asked for, but CUDA is not available on this machine")
     return device
+
+
+def cudnn_benchmark(cfg: dict) -> bool:
+    # Training crops have one size, so cuDNN's per-shape search pays once (a new evaluation size
+    # searches again); deterministic runs (`true` or `warn`) need cuDNN's fixed choice. No effect on the CPU.
+    return bool(cfg["cudnn_benchmark"]) and cfg["deterministic"] is False
+
+
+def log_device_defaults(cfg: dict, device: torch.device, train_loader) -> None:
+    """What the device-dependent defaults came to (loader workers, pinned memory; cuDNN's search)."""
+    logger.info(describe_loader(train_loader, cfg["data"]["train"], "data.train"))
+    if device.type == "cuda":
+        reason = "" if cfg["cudnn_benchmark"] is False or cudnn_benchmark(cfg) else " (deterministic)"
+        logger.info(f"cudnn.benchmark {'on' if torch.backends.cudnn.benchmark else 'off'}{reason}")
 
 
 def build_loaders(cfg: dict, device: torch.device):

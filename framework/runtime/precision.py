@@ -3,13 +3,16 @@ at the end, which memory format its networks use (`channels_last: true | false |
 
 `enabled: auto` picks bfloat16 where the hardware computes it natively and full precision
 elsewhere:
-- CUDA: bfloat16 when the device supports it (compute capability 8.0 and newer).
+- CUDA: bfloat16 when the device computes it natively (compute capability 8.0 and newer). Not
+  torch.cuda.is_bf16_supported()'s default answer, which counts emulation: a V100 or T4 says yes
+  and runs bf16 slower than float32.
 - CPU: bfloat16 on CPUs with AMX-BF16 or AVX512-BF16 (Sapphire Rapids and newer Xeons, AMD Zen 4
   and newer), read from the CPU flags; on AVX2-only CPUs oneDNN emulates bf16 and a step is slower
   than in float32, so auto stays in float32 there. An `ONEDNN_MAX_CPU_ISA` below the bf16 ISAs
   (as the AVX2 benchmark columns set it) counts as no bf16.
-bfloat16 needs no GradScaler (its range is float32's); float16 (`enabled: true, dtype: float16`)
-gets one. Losses, metrics, GAN penalties and EMA are computed in float32 and checkpoints stay
+bfloat16 needs no GradScaler (its range is float32's); float16 (`enabled: true`, with `dtype`
+float16 or unset) gets one. `enabled: auto` chooses the dtype itself: `dtype: bfloat16` agrees
+with it, `dtype: float16` is refused (config/loading.py and `autocast_dtype`), never dropped. Losses, metrics, GAN penalties and EMA are computed in float32 and checkpoints stay
 float32 whatever the autocast dtype.
 """
 
@@ -19,6 +22,9 @@ import os
 from pathlib import Path
 
 import torch
+
+from framework.config.schema import AUTO_WITH_FLOAT16
+from framework.errors import ConfigError
 
 AUTOCAST_DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16}
 BF16_CPU_FLAGS = ("amx_bf16", "avx512_bf16")
@@ -46,7 +52,7 @@ def cpu_has_native_bf16(flags: set[str] | None = None, environ=os.environ) -> bo
 
 def native_bf16(device: torch.device, flags: set[str] | None = None, environ=os.environ) -> bool:
     if device.type == "cuda":
-        return torch.cuda.is_bf16_supported()
+        return torch.cuda.is_bf16_supported(including_emulation=False)
     return device.type == "cpu" and cpu_has_native_bf16(flags, environ)
 
 
@@ -54,8 +60,10 @@ def autocast_dtype(amp: dict, device: torch.device, flags: set[str] | None = Non
                    environ=os.environ) -> torch.dtype | None:
     """The autocast dtype for the `amp` section on `device`, or None for full precision."""
     if amp["enabled"] == "auto":
+        if amp.get("dtype") == "float16":
+            raise ConfigError(AUTO_WITH_FLOAT16)
         return torch.bfloat16 if native_bf16(device, flags, environ) else None
-    return AUTOCAST_DTYPES[amp["dtype"]] if amp["enabled"] else None
+    return AUTOCAST_DTYPES[amp.get("dtype") or "float16"] if amp["enabled"] else None
 
 
 def describe(amp: dict, device: torch.device, dtype: torch.dtype | None) -> str:

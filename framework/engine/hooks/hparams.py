@@ -46,9 +46,16 @@ def key_settings(config: dict, world_size: int) -> dict:
         "max_iters": train.get("max_iters") or "null",
         "accumulate": train.get("accumulate", 1),
         "seed": config.get("seed", 0),
-        "amp": (config.get("amp") or {}).get("dtype") if (config.get("amp") or {}).get("enabled") else "off",
+        "amp": amp_setting(config.get("amp") or {}),
     })
     return settings
+
+
+def amp_setting(amp: dict) -> str:
+    """off, auto (the hardware picks: runtime/precision.py) or the dtype of `enabled: true` (float16 when unset)."""
+    if amp.get("enabled") == "auto":
+        return "auto"
+    return (amp.get("dtype") or "float16") if amp.get("enabled") else "off"
 
 
 @HOOKS.register()

@@ -7,7 +7,7 @@ from pathlib import Path
 import torch
 
 from framework.engine.loggers.base import RunLogger
-from framework.registry import LOGGERS
+from framework.registry import LOGGERS, import_without
 
 
 @LOGGERS.register("tensorboard")
@@ -19,7 +19,8 @@ class TensorBoardLogger(RunLogger):
         self.writer = None
 
     def open(self, work_dir: Path, config_text: str, resumed_iter: int | None) -> None:
-        from torch.utils.tensorboard import SummaryWriter
+        # without boto3: TensorBoard's S3 event files, never used (the work dir is a local folder)
+        SummaryWriter = import_without("torch.utils.tensorboard", ("boto3", "botocore")).SummaryWriter
 
         # A resumed run hides the events logged after its checkpoint: it logs those steps again.
         purge_step = resumed_iter + 1 if resumed_iter is not None else None
