@@ -39,7 +39,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "optim": {"errors", "registry", "dist"},
     "checkpoint": {"errors", "serialization"},
     "weights": {"errors", "registry", "serialization", "models"},
-    "runtime": {"errors", "registry", "checkpoint"},
+    "runtime": {"errors", "registry", "config", "checkpoint"},
     "engine": {"__init__", "errors", "registry", "serialization", "config", "dist", "data", "models", "losses",
                "metrics", "visualization", "inference", "analysis", "tasks", "optim", "checkpoint", "weights",
                "runtime"},

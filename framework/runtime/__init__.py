@@ -3,7 +3,8 @@
 Owns: CPU precision and AMP decisions (`precision.py`), malloc tuning (`malloc.py`),
 `torch.compile` settings (`compile.py`), the tools' one-line error handling and start-up
 (`cli.py`), the work-dir lock (`workdir.py`).
-May import: errors, registry, checkpoint (the run folder's layout); never the engine.
+May import: errors, registry, config (the amp keys' messages), checkpoint (the run folder's layout); never
+the engine.
 
 Nothing is imported here: `framework.runtime.cli` (what the tools load before the config is
 validated) must not pull in torch.
