@@ -10,6 +10,7 @@
 | lsgan      | LSGANLoss        | mean((x - 1)^2)      | mean(x^2)            | mean((x - 1)^2)     |
 | hinge      | HingeGANLoss     | mean(relu(1 - x))    | mean(relu(1 + x))    | -mean(x)            |
 | wgan-gp    | WGANGPLoss       | -mean(x)             | mean(x)              | -mean(x)            |
+| oasis      | OASISLoss        | class-balanced CE to the true classes | CE to "fake" | class-balanced CE to the true classes |
 
 The generator losses are the non-saturating forms. An entry declares what it needs instead of
 being recognised by name: `needs_gradient_penalty` (WGAN-GP: the adversary adds
@@ -44,6 +45,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from framework.losses.oasis import class_balanced_ce, fake_class_ce
 from framework.registry import LOSSES, did_you_mean
 
 
@@ -167,7 +169,28 @@ class WGANGPLoss(AdversarialLoss):
         return -logits.mean()
 
 
-BUILT_IN = (VanillaGANLoss, LSGANLoss, HingeGANLoss, WGANGPLoss)
+@LOSSES.register()
+class OASISLoss(AdversarialLoss):
+    """OASIS (Schönfeld et al., 2021): the discriminator is a segmenter with num_classes + 1
+    outputs per pixel (the last: "fake"). D on reals: class-balanced CE towards the true classes;
+    D on fakes: CE towards the fake class; G: class-balanced CE of D(fake) towards the true
+    classes (framework/losses/oasis.py). Reads the label map; `ignore_index` pixels count in no term."""
+
+    name = "oasis"
+    reads_labels = True
+
+    def __init__(self, ignore_index: int = 255):
+        super().__init__()
+        self.ignore_index = ignore_index
+
+    def discriminator(self, real, fake, labels=None):
+        return (class_balanced_ce(real, labels, self.ignore_index), fake_class_ce(fake, labels, self.ignore_index))
+
+    def generator(self, fake, labels=None):
+        return class_balanced_ce(fake, labels, self.ignore_index)
+
+
+BUILT_IN = (VanillaGANLoss, LSGANLoss, HingeGANLoss, WGANGPLoss, OASISLoss)
 GAN_LOSS_TYPES = tuple(loss.name for loss in BUILT_IN)  # the short names a config may give
 
 

@@ -8,5 +8,5 @@ May import: errors, registry, dist, models, losses, visualization, inference (th
 never optim, checkpoint or the engine (a task only asks `optim` for updates).
 """
 
-from framework.tasks import cyclegan, gan, segmentation  # noqa: F401  (fill the registry)
+from framework.tasks import cyclegan, gan, segmentation, synthesis  # noqa: F401  (fill the registry)
 from framework.tasks.base import Task, frozen  # noqa: F401

@@ -75,11 +75,12 @@ class Adversary(nn.Module):
 
     def d_loss(self, discriminator: nn.Module, real: torch.Tensor, fake: torch.Tensor,
                condition: torch.Tensor | None = None, details: bool = True,
-               labels: torch.Tensor | None = None) -> tuple[torch.Tensor, dict]:
+               labels: torch.Tensor | None = None, regularizer=None) -> tuple[torch.Tensor, dict]:
         """D's loss on one (micro-)batch of reals and (detached) fakes, both seen with `condition`
         (concatenated along the channels) and through the DiffAugment -> (loss, logs). `details`:
         add D's diagnostics (a few reductions: on logged iterations only). `labels`: the label map
-        for a loss that reads it (OASIS)."""
+        for a loss that reads it (OASIS). `regularizer(real_output, fake_output)`: a task's own D terms
+        on D's outputs ({name: weighted term}, e.g. OASIS's LabelMix), added to the loss."""
         def critic(image):
             return discriminator(d_input_pair(condition, image, self.augment))
 
@@ -95,6 +96,8 @@ class Adversary(nn.Module):
                  **penalties}
         if self.loss.needs_gradient_penalty:
             terms[f"loss_d_gp{s}"] = self.gp_weight * gradient_penalty(critic, real, fake)
+        if regularizer is not None:
+            terms.update(regularizer(real_output, fake_output))
         loss = total_loss(terms)
         logs = {f"loss_d{s}": loss.detach(), **{key: value.detach() for key, value in terms.items()}}
         if details:

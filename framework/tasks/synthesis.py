@@ -1,0 +1,242 @@
+"""Semantic image synthesis (SPADE, Park et al., 2019; OASIS, Schönfeld et al., 2021): a label
+map (+ noise) in, an image out, built on the GAN parts (framework/tasks/adversary.py, ema.py).
+
+Batches are what the segmentation datasets give: "image" (uint8 RGB) and "mask" (class ids,
+`ignore_index` for the don't-care label), so any segmentation layout (image + mask folders, VOC,
+SPADE's label_dir/image_dir, SyntheticTextures) trains a synthesiser as it is. The generator
+(SPADEGenerator) takes the one-hot label map (`one_hot_labels`: the don't-care label becomes its
+own channel with `contain_dontcare_label`, as SPADE's) and OASIS's 3D noise (`noise_dim` of the
+generator; 0: none, one label map gives one image).
+
+The discriminator is chosen by the adversarial loss, by what the loss declares:
+- a loss that does not read labels (hinge, as SPADE; lsgan, ...): D judges the label map and the
+  image concatenated ([one-hot, image]; SPADE's multi-scale PatchGAN, with feature matching and a
+  perceptual loss when configured);
+- a loss that `reads_labels` (`gan_loss: oasis`, OASIS): D is a segmenter with num_classes + 1
+  outputs judging the image alone; the loss is its class-balanced per-pixel CE (true classes on
+  reals, the fake class on fakes, the true classes for the generator), and LabelMix
+  (`labelmix_weight`) asks D to judge a real/fake mixture region by region.
+
+One iteration: draw the fakes, D's terms and update, ADA's p, G's terms and update, the EMA; with
+accumulation every D micro-batch first, then every G micro-batch with its fake drawn again
+under the same random state, as GANTask. `val_step` returns "fake" and "fake_alt" (two noise
+draws per label map, seeded by the sample's index: the same images in every evaluation), "real"
+and "labels", which SegmenterScore, Diversity and the image metrics read.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import torch
+from torch import nn
+
+from framework.dist import unwrap
+from framework.inference.generator import to_signed, to_unit
+from framework.losses.oasis import labelmix_consistency, labelmix_images, labelmix_mask
+from framework.models.spade import one_hot_labels
+from framework.registry import TASKS
+from framework.tasks.adversary import Adversary, check_weight
+from framework.tasks.base import GeneratorTask, average_logs, micro_step, total_loss
+from framework.tasks.ema import EMA
+from framework.tasks.replay import random_state, replaying
+from framework.visualization.palette import colorize, default_palette
+from framework.visualization.panels import side_by_side, stack_rows, write_named_pngs
+
+ALT_SEED = 2**31  # the second evaluation draw of sample i is seeded ALT_SEED + i
+
+
+@TASKS.register()
+class SemanticSynthesisTask(GeneratorTask):
+    """num_classes, ignore_index   the label maps' classes and don't-care value
+    generator          SPADEGenerator (its num_classes, contain_dontcare_label and noise_dim decide
+                       what it takes)
+    discriminator      a PatchGAN on [one-hot, image] (a loss that does not read labels), or a
+                       segmentation network with num_classes + 1 outputs (gan_loss: oasis)
+    gan_loss, d_weight, adv_weight, r1_weight, r1_interval, d_augment, feature_matching   the adversary's
+    perceptual         null or {type: VGGPerceptualLoss, ...}: the fake against the real image
+    labelmix_weight    OASIS's LabelMix consistency weight (10); 0: none. Needs gan_loss: oasis
+    ema_decay, ema_start   the generator's moving average (null: none)
+    """
+
+    required_optimizers = ("generator", "discriminator")
+    conditioning = "labels"
+
+    def __init__(self, generator: nn.Module, discriminator: nn.Module, num_classes: int, ignore_index: int = 255,
+                 gan_loss="hinge", d_weight: float = 1.0, adv_weight: float = 1.0, r1_weight: float = 0.0,
+                 r1_interval: int = 1, d_augment: nn.Module | None = None, feature_matching: nn.Module | None = None,
+                 perceptual: nn.Module | None = None, labelmix_weight: float = 0.0, ema_decay: float | None = None,
+                 ema_start: int = 0, palette=None):
+        super().__init__()
+        self.generator, self.discriminator = generator, discriminator
+        self.adversary = Adversary(gan_loss, d_weight, adv_weight, r1_weight=r1_weight, r1_interval=r1_interval,
+                                   augment=d_augment, feature_matching=feature_matching)
+        generator_classes = getattr(unwrap(generator), "num_classes", num_classes)
+        if generator_classes != num_classes:
+            raise ValueError(f"generator.num_classes {generator_classes} differs from the task's num_classes "
+                             f"{num_classes}")
+        self.num_classes, self.ignore_index = num_classes, ignore_index
+        self.labelmix_weight = check_weight("labelmix_weight", labelmix_weight)
+        if self.labelmix_weight and not self.adversary.loss.reads_labels:
+            raise ValueError("labelmix_weight: LabelMix needs a segmenter discriminator (gan_loss: oasis)")
+        if self.labelmix_weight and d_augment is not None:
+            raise ValueError("labelmix_weight: LabelMix compares D's outputs pixel by pixel, which d_augment's "
+                             "transforms would move apart; use one of them")
+        self.perceptual = perceptual
+        self.ema = EMA({"generator": generator}, ema_decay, ema_start) if ema_decay is not None else None
+        colours = torch.tensor(palette, dtype=torch.uint8) if palette else torch.from_numpy(default_palette(num_classes))
+        self.register_buffer("palette", colours, persistent=False)
+
+    @property
+    def noise_shape(self) -> tuple[int, ...] | None:
+        noise_dim = unwrap(self.generator).noise_dim
+        return (noise_dim,) if noise_dim else None
+
+    @property
+    def uses_double_backward(self) -> bool:
+        return self.adversary.uses_double_backward
+
+    @property
+    def judges_pairs(self) -> bool:
+        """D sees [one-hot, image] (a loss that does not read labels), else the image alone."""
+        return not self.adversary.loss.reads_labels
+
+    # ------------------------------------------------------------------ training
+
+    def one_hot(self, labels: torch.Tensor) -> torch.Tensor:
+        generator = unwrap(self.generator)
+        return one_hot_labels(labels.long(), self.num_classes, self.ignore_index, generator.contain_dontcare_label)
+
+    def draw_noise(self, count: int, device: torch.device) -> torch.Tensor | None:
+        return None if self.noise_shape is None else torch.randn(count, *self.noise_shape, device=device)
+
+    def train_step(self, batch: dict, optim) -> dict:
+        return self.train_iteration([batch], optim)
+
+    def train_iteration(self, batches: list[dict], optim) -> dict:
+        self.adversary.start_d_step()
+        single = len(batches) == 1
+        inputs = [(self.one_hot(batch["mask"]), batch["mask"].long(), to_signed(batch["image"])) for batch in batches]
+        drawn, d_logs = [], []
+        for index, (one_hot, labels, real) in enumerate(inputs):
+            with micro_step(optim, index, len(batches)):
+                noise = self.draw_noise(real.shape[0], real.device)
+                rng = None if single else random_state(real.device)
+                with contextlib.nullcontext() if single else torch.no_grad():
+                    fake = self.generator(one_hot, noise)
+                drawn.append((noise, rng, fake))
+                d_logs.append(self.discriminator_step(one_hot, labels, real, fake.detach(), optim))
+        logs = {**average_logs(d_logs), **self.adversary.adapt()}
+        g_logs = []
+        for index, ((one_hot, labels, real), (noise, rng, fake)) in enumerate(zip(inputs, drawn)):
+            with micro_step(optim, index, len(batches)):
+                if not single:  # the same fake again, now with a graph
+                    with replaying(rng, unwrap(self.generator)):
+                        fake = self.generator(one_hot, noise)
+                g_logs.append(self.generator_step(one_hot, labels, real, fake, optim))
+        if self.ema is not None:
+            self.ema.update({"generator": self.generator})
+        return {**logs, **average_logs(g_logs)}
+
+    def discriminator_step(self, one_hot, labels, real, fake, optim) -> dict:
+        condition = one_hot if self.judges_pairs else None
+
+        def labelmix(real_output, fake_output) -> dict:
+            """OASIS's LabelMix: D on a region-by-region mixture of the real and the fake image must
+            give the same mixture of its outputs on each (D's outputs reused, one more pass)."""
+            mask = labelmix_mask(labels, self.num_classes, self.ignore_index)
+            mixed_output = self.discriminator(labelmix_images(mask, real, fake))
+            return {"loss_d_labelmix": labelmix_consistency(mixed_output, real_output, fake_output, mask, labels,
+                                                            self.ignore_index, self.labelmix_weight)}
+
+        loss, logs = self.adversary.d_loss(self.discriminator, real, fake, condition, details=optim.log_details,
+                                           labels=labels, regularizer=labelmix if self.labelmix_weight else None)
+        optim.update(loss, "discriminator")
+        return logs
+
+    def generator_step(self, one_hot, labels, real, fake, optim) -> dict:
+        condition = one_hot if self.judges_pairs else None
+        adversarial, matching = self.adversary.g_loss(self.discriminator, fake, condition, real, labels=labels)
+        terms = {"loss_g_adv": adversarial}
+        if matching is not None:
+            terms["loss_g_fm"] = matching
+        if self.perceptual is not None:
+            terms["loss_g_vgg"] = self.perceptual(fake, real)
+        loss = total_loss(terms)
+        optim.update(loss, "generator")
+        return {"loss_g": loss.detach(), **{k: v.detach() for k, v in terms.items()}}
+
+    def diagnose(self, logged: dict[str, float]) -> list[str]:
+        return self.adversary.diagnose(logged)
+
+    # ------------------------------------------------------------------ the GeneratorTask interface
+
+    def generator_for(self, direction: str | None = None) -> nn.Module:
+        self.check_direction(direction)
+        return self.ema["generator"] if self.ema is not None else unwrap(self.generator)
+
+    def generator_inputs(self, batch: int, height: int, width: int, seed: int = 0) -> tuple[torch.Tensor, ...]:
+        """(one-hot map of random classes, noise or nothing)."""
+        draw = torch.Generator().manual_seed(seed)
+        labels = torch.randint(0, self.num_classes, (batch, height, width), generator=draw)
+        noise = None if self.noise_shape is None else torch.randn(batch, *self.noise_shape, generator=draw)
+        return (self.one_hot(labels),) if noise is None else (self.one_hot(labels), noise)
+
+    def network_examples(self, height: int, width: int) -> dict[str, tuple[nn.Module, tuple]]:
+        generator, inputs = self.generator_for(), self.generator_inputs(1, height, width)
+        with torch.no_grad():
+            fake = generator(*inputs)
+        seen = torch.cat([inputs[0], fake], dim=1) if self.judges_pairs else fake
+        return {"generator": (generator, inputs), "discriminator": (unwrap(self.discriminator), (seen,))}
+
+    def deployable(self, direction: str | None = None):
+        generator = self.generator_for(direction)
+        return LabelsToImage(generator, self.num_classes, self.ignore_index).eval(), "labels", self.num_classes
+
+    def evaluation_noise(self, indices: torch.Tensor, offset: int = 0) -> torch.Tensor | None:
+        """Noise seeded by each sample's dataset index (+ offset): the same fakes in every evaluation."""
+        if self.noise_shape is None:
+            return None
+        noise = [torch.randn(*self.noise_shape, generator=torch.Generator().manual_seed(offset + int(i)))
+                 for i in indices.tolist()]
+        return torch.stack(noise).to(indices.device)
+
+    # ------------------------------------------------------------------ evaluation
+
+    def val_step(self, batch: dict) -> dict:
+        labels, generator = batch["mask"].long(), self.generator_for()
+        one_hot = self.one_hot(labels)
+        fake = generator(one_hot, self.evaluation_noise(batch["index"]))
+        fake_alt = generator(one_hot, self.evaluation_noise(batch["index"], ALT_SEED))
+        return {"fake": to_unit(fake), "fake_alt": to_unit(fake_alt), "real": to_unit(to_signed(batch["image"])),
+                "labels": labels}
+
+    def panels(self, outputs: dict) -> torch.Tensor:
+        """A row per sample: label map | fake | a second draw | real image."""
+        labels = colorize(outputs["labels"], self.palette, self.ignore_index).float() / 255
+        return side_by_side(labels, outputs["fake"], outputs["fake_alt"], outputs["real"])
+
+    def visualize(self, batch: dict, outputs: dict, max_images: int) -> dict:
+        return {"samples": stack_rows(self.panels(outputs), max_images)}
+
+    def save_visuals(self, batch: dict, outputs: dict, folder) -> None:
+        write_named_pngs(folder, batch["name"], self.panels(outputs))
+
+
+class LabelsToImage(nn.Module):
+    """What export writes: label maps (N x H x W class ids as floats; the don't-care value for
+    don't-care pixels) and noise (N x noise_dim, omitted by a generator without noise) -> images
+    in [0, 1]. The one-hot encoding is a comparison with the class ids, which every exporter knows."""
+
+    def __init__(self, generator: nn.Module, num_classes: int, ignore_index: int):
+        super().__init__()
+        self.generator, self.ignore_index = generator, ignore_index
+        channels = num_classes + int(generator.contain_dontcare_label)
+        ids = torch.arange(channels, dtype=torch.float32)
+        if generator.contain_dontcare_label:
+            ids[-1] = ignore_index
+        self.register_buffer("ids", ids.view(1, -1, 1, 1))
+
+    def forward(self, labels: torch.Tensor, noise: torch.Tensor | None = None) -> torch.Tensor:
+        one_hot = (labels[:, None] == self.ids).to(torch.float32)
+        return to_unit(self.generator(one_hot, noise))

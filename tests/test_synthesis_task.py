@@ -1,0 +1,164 @@
+"""SemanticSynthesisTask: one iteration of each discriminator against a hand-written loop (SPADE's
+PatchGAN on [label map, image] with hinge and feature matching; OASIS's segmenter with
+class-balanced CE and LabelMix), what evaluation returns, the interface the tools ask, and the
+configuration it refuses."""
+
+import copy
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import framework  # noqa: F401  (fills the registries)
+from framework.errors import ConfigError
+from framework.losses.feature_matching import FeatureMatchingLoss
+from framework.losses.oasis import class_balanced_ce, fake_class_ce, labelmix_consistency, labelmix_images, labelmix_mask
+from framework.models.discriminators import MultiScaleDiscriminator
+from framework.models.spade import SPADEGenerator, one_hot_labels
+from framework.models.unet import UNet
+from framework.optim.optimizers import build_optimizers
+from framework.registry import TASKS
+from framework.tasks.synthesis import SemanticSynthesisTask
+from support import named
+
+CLASSES, SIZE, NOISE = 3, 32, 4
+LR_G, LR_D = 0.05, 0.1
+
+
+def generator(noise_dim=NOISE):
+    return SPADEGenerator(CLASSES, image_size=SIZE, base_channels=4, num_up_layers=2, noise_dim=noise_dim,
+                          spectral_norm=False, spade_hidden=8, param_free_norm="instance")
+
+
+def patch_discriminator():
+    return MultiScaleDiscriminator(CLASSES + 3, num_scales=2, base_channels=4, num_layers=2, norm="none")
+
+
+def segmenter_discriminator():
+    return UNet(in_channels=3, num_classes=CLASSES + 1, base_channels=4, depth=2, norm="none")
+
+
+def sgd(task):
+    return build_optimizers({"optimizers": {"generator": {"type": "SGD", "lr": LR_G, "params": "generator"},
+                                            "discriminator": {"type": "SGD", "lr": LR_D, "params": "discriminator"}}},
+                            task, max_iters=10)
+
+
+def batch(seed=0):
+    draw = torch.Generator().manual_seed(seed)
+    mask = torch.randint(0, CLASSES, (2, SIZE, SIZE), generator=draw).to(torch.uint8)
+    mask[0, :3, :3] = 255  # don't-care pixels
+    return {"image": torch.randint(0, 256, (2, 3, SIZE, SIZE), dtype=torch.uint8, generator=draw), "mask": mask,
+            "index": torch.tensor([3, 8]), "name": ["a", "b"]}
+
+
+def step(network, loss, lr):
+    network.zero_grad(set_to_none=True)
+    loss.backward()
+    with torch.no_grad():
+        for p in network.parameters():
+            if p.grad is not None:
+                p -= lr * p.grad
+
+
+def test_one_spade_iteration_equals_the_hand_written_loop():
+    torch.manual_seed(0)
+    g, d = generator(), patch_discriminator()
+    ref_g, ref_d = copy.deepcopy(g), copy.deepcopy(d)
+    task = SemanticSynthesisTask(g, d, CLASSES, gan_loss="hinge", feature_matching=FeatureMatchingLoss(10.0))
+    data = batch()
+    torch.manual_seed(1)
+    logs = task.train_iteration([data], sgd(task))
+
+    torch.manual_seed(1)
+    one_hot = one_hot_labels(data["mask"].long(), CLASSES)
+    real = data["image"].float() / 127.5 - 1
+    fake = ref_g(one_hot, torch.randn(2, NOISE))
+    real_out, fake_out = ref_d(torch.cat([one_hot, real], 1)), ref_d(torch.cat([one_hot, fake.detach()], 1))
+    loss_d = sum(F.relu(1 - x).mean() for x in real_out.logits) / 2 + sum(F.relu(1 + x).mean() for x in fake_out.logits) / 2
+    step(ref_d, loss_d, LR_D)
+    for p in ref_d.parameters():
+        p.requires_grad_(False)
+    fake_out, real_out = ref_d(torch.cat([one_hot, fake], 1)), ref_d(torch.cat([one_hot, real], 1))
+    loss_g = -sum(x.mean() for x in fake_out.logits) / 2 + FeatureMatchingLoss(10.0)(fake_out, real_out)
+    step(ref_g, loss_g, LR_G)
+
+    torch.testing.assert_close(logs["loss_d"], loss_d.detach(), rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(logs["loss_g"], loss_g.detach(), rtol=1e-5, atol=1e-6)
+    for name, (a, b) in {**{f"g.{k}": (v, dict(ref_g.named_parameters())[k]) for k, v in g.named_parameters()},
+                         **{f"d.{k}": (v, dict(ref_d.named_parameters())[k]) for k, v in d.named_parameters()}}.items():
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6, msg=named(name))
+
+
+def test_one_oasis_iteration_with_labelmix_equals_the_hand_written_loop():
+    torch.manual_seed(0)
+    g, d = generator(), segmenter_discriminator()
+    ref_g, ref_d = copy.deepcopy(g), copy.deepcopy(d)
+    task = SemanticSynthesisTask(g, d, CLASSES, gan_loss="oasis", labelmix_weight=10.0)
+    data = batch()
+    torch.manual_seed(1)
+    logs = task.train_iteration([data], sgd(task))
+
+    torch.manual_seed(1)
+    labels = data["mask"].long()
+    one_hot = one_hot_labels(labels, CLASSES)
+    real = data["image"].float() / 127.5 - 1
+    fake = ref_g(one_hot, torch.randn(2, NOISE))
+    real_out, fake_out = ref_d(real), ref_d(fake.detach())
+    mask = labelmix_mask(labels, CLASSES)
+    mixed_out = ref_d(labelmix_images(mask, real, fake.detach()))
+    labelmix = labelmix_consistency(mixed_out, real_out, fake_out, mask, labels, weight=10.0)
+    loss_d = class_balanced_ce(real_out, labels) + fake_class_ce(fake_out, labels) + labelmix
+    step(ref_d, loss_d, LR_D)
+    for p in ref_d.parameters():
+        p.requires_grad_(False)
+    loss_g = class_balanced_ce(ref_d(fake), labels)
+    step(ref_g, loss_g, LR_G)
+
+    assert logs["loss_d_labelmix"] > 0
+    for key, value in {"loss_d": loss_d, "loss_d_labelmix": labelmix, "loss_g": loss_g}.items():
+        torch.testing.assert_close(logs[key], value.detach(), rtol=1e-5, atol=1e-7, msg=named(key))
+    for a, b in zip([*g.parameters(), *d.parameters()], [*ref_g.parameters(), *ref_d.parameters()]):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("noise_dim", [NOISE, 0])
+def test_evaluation_draws_two_seeded_images_per_label_map_that_differ_only_with_noise(noise_dim):
+    torch.manual_seed(0)
+    task = SemanticSynthesisTask(generator(noise_dim), patch_discriminator(), CLASSES).eval()
+    with torch.no_grad():
+        first, again = task.val_step(batch()), task.val_step(batch())
+    assert set(first) == {"fake", "fake_alt", "real", "labels"}
+    assert torch.equal(first["fake"], again["fake"])  # seeded by the sample's index
+    assert torch.equal(first["labels"], batch()["mask"].long())
+    assert (first["fake"] - first["fake_alt"]).abs().mean() > 1e-3 if noise_dim else \
+        torch.equal(first["fake"], first["fake_alt"])
+
+
+def test_the_tools_interface_and_the_exported_module():
+    torch.manual_seed(0)
+    task = SemanticSynthesisTask(generator(), patch_discriminator(), CLASSES, ema_decay=0.9).eval()
+    assert task.conditioning == "labels" and task.noise_shape == (NOISE,) and task.generator_for() is task.ema["generator"]
+    examples = task.network_examples(SIZE, SIZE)
+    assert [tuple(x.shape) for x in examples["generator"][1]] == [(1, CLASSES, SIZE, SIZE), (1, NOISE)]
+    assert tuple(examples["discriminator"][1][0].shape) == (1, CLASSES + 3, SIZE, SIZE)
+    module, kind, classes = task.deployable()
+    labels = batch()["mask"].long()
+    noise = torch.randn(2, NOISE)
+    with torch.no_grad():
+        exported_input = module(labels.float(), noise)
+        direct = (task.generator_for()(one_hot_labels(labels, CLASSES), noise) + 1) / 2
+    assert (kind, classes) == ("labels", CLASSES)
+    torch.testing.assert_close(exported_input, direct.clamp(0, 1))
+
+
+@pytest.mark.parametrize("extra, message", [
+    ({"gan_loss": "hinge", "labelmix_weight": 10.0}, "labelmix_weight: LabelMix needs a segmenter discriminator"),
+    ({"num_classes": 4}, "generator.num_classes 3 differs from the task's num_classes 4"),
+    ({"labelmix_weight": float("nan"), "gan_loss": "oasis"}, "labelmix_weight must be a finite number >= 0, got nan"),
+])
+def test_configuration_mistakes_are_one_line(extra, message):
+    node = {"type": "SemanticSynthesisTask", "generator": generator(), "discriminator": segmenter_discriminator(),
+            "num_classes": CLASSES, **extra}
+    with pytest.raises(ConfigError, match=message):
+        TASKS.build(node, path="task")
