@@ -12,7 +12,13 @@ import torch.nn.functional as F
 import framework  # noqa: F401  (fills the registries)
 from framework.errors import ConfigError
 from framework.losses.feature_matching import FeatureMatchingLoss
-from framework.losses.oasis import class_balanced_ce, fake_class_ce, labelmix_consistency, labelmix_images, labelmix_mask
+from framework.losses.oasis import (
+    class_balanced_ce,
+    fake_class_ce,
+    labelmix_consistency,
+    labelmix_images,
+    labelmix_mask,
+)
 from framework.models.discriminators import MultiScaleDiscriminator
 from framework.models.spade import SPADEGenerator, one_hot_labels
 from framework.models.unet import UNet
