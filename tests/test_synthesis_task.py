@@ -156,6 +156,13 @@ def test_the_tools_interface_and_the_exported_module():
         direct = (task.generator_for()(one_hot_labels(labels, CLASSES), noise) + 1) / 2
     assert (kind, classes) == ("labels", CLASSES)
     torch.testing.assert_close(exported_input, direct.clamp(0, 1))
+    odd = labels[:, :SIZE - 3, :SIZE - 5]  # padded with don't-care to the generator's multiple, cropped back
+    with torch.no_grad():
+        image = module(odd.float(), noise)
+        padded = torch.nn.functional.pad(odd, (0, 5, 0, 3), value=255)
+        expected = ((task.generator_for()(one_hot_labels(padded, CLASSES), noise) + 1) / 2).clamp(0, 1)
+    assert image.shape == (2, 3, SIZE - 3, SIZE - 5)
+    torch.testing.assert_close(image, expected[..., :SIZE - 3, :SIZE - 5])
 
 
 @pytest.mark.parametrize("extra, message", [
