@@ -9,7 +9,8 @@ ids) and <output>/overlays/<name>.png (the image blended with the class colours)
 input's size. Options not given come from the task's `inference:` settings.
 A conditional GAN (pix2pix) writes <output>/<name>.png from each input; an unconditional one
 (DCGAN) writes --num images from noise drawn with --seed (no --input). A CycleGAN translates
-with the (EMA) generator of --direction AtoB or BtoA.
+with the (EMA) generator of --direction AtoB or BtoA. A semantic synthesis task turns label maps
+(index PNGs, pixel values the class ids) into --samples images each (<name>_<k>.png for several).
 """
 
 import argparse
@@ -49,6 +50,8 @@ def parse_args() -> argparse.ArgumentParser:
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N")
     parser.add_argument("--amp", action="store_true", help="autocast (float16 on CUDA, bfloat16 on CPU)")
     parser.add_argument("--num", type=int, default=16, help="unconditional GAN: images to generate")
+    parser.add_argument("--samples", type=int, default=1,
+                        help="semantic synthesis: images per label map, each from other noise (seeds --seed, --seed + 1, ...)")
     parser.add_argument("--seed", type=int, default=0, help="unconditional GAN: noise seed")
     parser.add_argument("--direction", choices=["AtoB", "BtoA"], help="CycleGAN: the generator to translate with")
     parser.add_argument("--progress", choices=["auto", "on", "off"], default="auto", help="progress bar")
@@ -109,6 +112,9 @@ def generate(task: GeneratorTask, paths, args, device, output: Path, bar) -> Non
 
     predictor = GeneratorPredictor(task.generator_for(args.direction), task.noise_shape)
     output.mkdir(parents=True, exist_ok=True)
+    if task.conditioning == "labels":
+        synthesize(task, paths, args, device, output, bar)
+        return
     if task.conditioning == "noise":
         noise = predictor.noise(args.num, args.seed, device)
         for first in range(0, args.num, args.batch_size):
@@ -126,6 +132,39 @@ def generate(task: GeneratorTask, paths, args, device, output: Path, bar) -> Non
         bar.update(len(batch))
 
 
+def synthesize(task: GeneratorTask, paths, args, device, output: Path, bar) -> None:
+    """Label maps (index PNGs: pixel values are class ids) -> --samples images each, the noise of
+    draw k seeded by --seed + k: <name>.png, or <name>_<k>.png for several draws."""
+    from framework.data.folder import read_index_mask
+
+    module, _, _ = task.deployable(args.direction)
+    module.to(device)
+    for first in range(0, len(paths), args.batch_size):
+        chunk = paths[first:first + args.batch_size]
+        maps = [read_index_mask(str(path)) for path in chunk]
+        for path, labels in zip(chunk, maps):
+            wrong = np.unique(labels[(labels >= task.num_classes) & (labels != task.ignore_index)])
+            if wrong.size:
+                raise ConfigError(f"--input: {path} holds label {int(wrong[0])}, not a class of this task "
+                                  f"(0..{task.num_classes - 1}, or {task.ignore_index} for don't-care)")
+            if labels.shape != maps[0].shape:
+                raise ConfigError(f"--input: {path} is {labels.shape[1]}x{labels.shape[0]}, {chunk[0]} "
+                                  f"{maps[0].shape[1]}x{maps[0].shape[0]}: label maps of one batch share a size "
+                                  "(--batch-size 1 takes any mix)")
+        labels = torch.from_numpy(np.stack(maps)).to(device).float()
+        for draw in range(args.samples):
+            noise = None
+            if task.noise_shape is not None:
+                seeded = torch.Generator().manual_seed(args.seed + draw)
+                noise = torch.randn(len(chunk), *task.noise_shape, generator=seeded).to(device)
+            with torch.no_grad(), autocast(device, args.amp):
+                images = module(labels, noise)
+            for path, image in zip(chunk, images):
+                name = path.stem if args.samples == 1 else f"{path.stem}_{draw}"
+                write_rgb(output / f"{name}.png", to_uint8(image))
+        bar.update(len(chunk))
+
+
 def to_uint8(image: torch.Tensor) -> np.ndarray:
     """3 x H x W float in [0, 1] -> H x W x 3 uint8."""
     return (image.float() * 255).round().byte().permute(1, 2, 0).cpu().numpy()
@@ -141,6 +180,7 @@ def check_infer_options(args: argparse.Namespace) -> None:
     check_options({"--batch-size": (args.batch_size, integer(1)), "--tile-batch": (args.tile_batch, integer(1)),
                    "--crop": (args.crop, integer(1)), "--stride": (args.stride, integer(1)),
                    "--scales": (args.scales, number(above=0, finite=True)), "--num": (args.num, integer(1)),
+                   "--samples": (args.samples, integer(1)),
                    "--seed": (args.seed, integer(0, max=SEED_MAX))})
 
 

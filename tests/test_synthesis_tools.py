@@ -1,0 +1,70 @@
+"""The tools on a semantic synthesis run: train (both discriminators), infer on label maps of any
+size with several draws, analyze_model, test with the synthesis metrics; label values outside the
+classes refused in one line naming the file."""
+
+import json
+
+import cv2
+import numpy as np
+import pytest
+
+from support import REPO, call_tool
+
+TINY = ["device=cpu", "amp.enabled=false", "train.max_iters=2", "train.ckpt_interval=2", "train.val_interval=2",
+        "train.val_at_start=false", "train.log_interval=1", "data.train.num_workers=0", "data.val.num_workers=0",
+        "data.train.batch_size=2", "data.val.batch_size=4", "data.train.dataset.num_samples=4",
+        "data.val.dataset.num_samples=4", "data.train.dataset.size=32", "data.val.dataset.size=32",
+        "task.generator.image_size=32", "task.generator.base_channels=4", "task.generator.num_up_layers=2",
+        "task.generator.spade_hidden=8", "task.discriminator.base_channels=4", "loggers=[]",
+        "metrics=[{type: Diversity}, {type: PSNR}]", "train.best_metric=PSNR"]
+CONFIGS = {"oasis": REPO / "configs/synthesis/oasis_textures.yaml", "spade": REPO / "configs/synthesis/spade_textures.yaml"}
+
+
+@pytest.fixture(scope="module", params=list(CONFIGS))
+def run(request, tmp_path_factory):
+    work_dir = tmp_path_factory.mktemp(request.param)
+    extra = ["task.discriminator.num_layers=2"] if request.param == "spade" else []
+    result = call_tool("train", "--config", CONFIGS[request.param], "--work-dir", work_dir, *TINY, *extra)
+    assert result.returncode == 0, result.stderr + result.stdout[-2000:]
+    return request.param, work_dir, extra
+
+
+def args(run):
+    name, work_dir, extra = run
+    return ["--config", CONFIGS[name], "--checkpoint", work_dir / "checkpoints" / "iter_2.pth", *TINY, *extra]
+
+
+def test_infer_turns_label_maps_of_any_size_into_several_draws(run, tmp_path):
+    rng = np.random.default_rng(0)
+    cv2.imwrite(str(tmp_path / "square.png"), rng.integers(0, 7, (32, 32), dtype=np.uint8))
+    odd = rng.integers(0, 7, (29, 35), dtype=np.uint8)
+    odd[:4, :4] = 255  # don't-care
+    cv2.imwrite(str(tmp_path / "odd.png"), odd)
+    out = tmp_path / "out"
+    for name in ("square", "odd"):  # one size per batch
+        result = call_tool("infer", *args(run), "--input", tmp_path / f"{name}.png", "--output", out, "--samples", "2")
+        assert result.returncode == 0, result.stderr
+    first, second = (cv2.imread(str(out / f"odd_{k}.png")) for k in range(2))
+    assert first.shape == (29, 35, 3) and cv2.imread(str(out / "square_1.png")).shape == (32, 32, 3)
+    assert np.abs(first.astype(int) - second).mean() > 0  # another noise, another image
+
+
+def test_infer_refuses_a_label_outside_the_classes_naming_the_file(run, tmp_path):
+    labels = np.zeros((32, 32), dtype=np.uint8)
+    labels[5, 5] = 7  # the classes are 0..6
+    cv2.imwrite(str(tmp_path / "bad.png"), labels)
+    result = call_tool("infer", *args(run), "--input", tmp_path / "bad.png", "--output", tmp_path / "out")
+    assert result.returncode != 0
+    assert f"--input: {tmp_path / 'bad.png'} holds label 7, not a class of this task (0..6, or 255 for don't-care)" \
+        in result.stderr
+    assert not list((tmp_path / "out").glob("*.png"))
+
+
+def test_analyze_model_and_test_run_on_it(run, tmp_path):
+    result = call_tool("analyze_model", *args(run), "--size", "32", "32", "--depth", "0", "--json", tmp_path / "a.json")
+    assert result.returncode == 0, result.stderr
+    report = json.loads((tmp_path / "a.json").read_text())
+    assert report["generator"]["inputs"] == [[1, 7, 32, 32], [1, 16]]
+    result = call_tool("test", *args(run), "--work-dir", tmp_path / "test")
+    assert result.returncode == 0, result.stderr + result.stdout[-1000:]
+    assert "Diversity" in result.stdout
