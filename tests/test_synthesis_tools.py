@@ -114,3 +114,23 @@ def test_accumulation_equals_the_whole_batch_with_the_patch_discriminator(tmp_pa
     for key, value in results["whole"].items():
         if value.is_floating_point() and key.startswith(("generator.", "discriminator.")):
             torch.testing.assert_close(results["accumulated"][key], value, atol=2e-6, rtol=1e-4, msg=lambda m: f"{key}: {m}")
+
+
+def test_two_processes_equal_one_with_the_double_batch(tmp_path):
+    """No noise (each rank draws its own, by design) and no spectral norm, so the two runs differ
+    only by the order of floating-point sums."""
+    import torch
+
+    from support import run_forked_ranks
+
+    extra = ["task.discriminator.num_layers=2", "task.discriminator.norm=none", "train.ckpt_interval=4",
+             "task.generator.spectral_norm=false", "task.generator.noise_dim=0", "data.train.dataset.num_samples=8"]
+    states = {}
+    for label, processes, batch in (("one", 1, 4), ("two", 2, 2)):
+        result = run_forked_ranks(processes, "train", "--config", CONFIGS["spade"], "--work-dir", tmp_path / label,
+                                  *SMALL, *extra, f"data.train.batch_size={batch}", folder=tmp_path / f"{label}_out")
+        assert result.returncode == 0, result.stderr[-3000:]
+        states[label] = torch.load(tmp_path / label / "checkpoints" / "iter_4.pth", weights_only=True)["task"]
+    for key, value in states["one"].items():
+        if value.is_floating_point() and key.startswith(("generator.", "discriminator.")):
+            torch.testing.assert_close(states["two"][key], value, atol=2e-6, rtol=1e-4, msg=lambda m: f"{key}: {m}")
