@@ -50,7 +50,8 @@ MODULES: dict[str, tuple[str, list[str]]] = {
     "metrics.segmentation": ("framework/metrics/segmentation.py", ["tests/test_metrics.py"]),
     "metrics.base": ("framework/metrics/base.py", ["tests/test_metrics.py"]),
     "losses.gan": ("framework/losses/gan.py", ["tests/test_gan_toolkit.py", "tests/test_gan.py",
-                                               "tests/test_cyclegan_toolkit.py"]),
+                                               "tests/test_cyclegan_toolkit.py", "tests/test_gan_parts.py",
+                                               "tests/test_synthesis_task.py"]),
     "tasks.discriminator_step": ("framework/tasks/discriminator_step.py", [
         "tests/test_gan_toolkit.py", "tests/test_gan.py", "tests/test_cyclegan_toolkit.py"]),
     "models.diff_augment": ("framework/models/diff_augment.py", ["tests/test_gan_toolkit.py", "tests/test_gan.py"]),
@@ -64,6 +65,10 @@ MODULES: dict[str, tuple[str, list[str]]] = {
                                                                "-k", "not training and not every_rank"]),
     "losses.feature_matching": ("framework/losses/feature_matching.py", ["tests/test_gan_toolkit.py"]),
     "tasks.image_pool": ("framework/tasks/image_pool.py", ["tests/test_cyclegan.py"]),
+    "tasks.adversary": ("framework/tasks/adversary.py", ["tests/test_gan_parts.py", "tests/test_gan.py",
+                                                         "tests/test_gan_toolkit.py", "tests/test_cyclegan_toolkit.py"]),
+    "tasks.ema": ("framework/tasks/ema.py", ["tests/test_gan_parts.py", "tests/test_gan.py"]),
+    "tasks.synthesis": ("framework/tasks/synthesis.py", ["tests/test_synthesis_task.py"]),
     "tasks.gan": ("framework/tasks/gan.py", ["tests/test_gan.py", "tests/test_gan_toolkit.py"]),
     "tasks.cyclegan": ("framework/tasks/cyclegan.py", ["tests/test_cyclegan.py", "tests/test_cyclegan_toolkit.py"]),
     "losses.segmentation": ("framework/losses/segmentation.py", [
