@@ -10,7 +10,7 @@ validation sets often are) compare fairly. Lower is better.
 The Inception weights come from `weights_path` only, checked as FID's (metrics/image.py):
 `extractor` fid-inception (torch-fidelity's, fed 0..255 bytes as torchmetrics feeds it) or
 torchvision. Features are kept per image, not summed, so under DDP `sync` gathers every rank's
-features (as SWD gathers its patches); subsets are drawn from a generator seeded by `seed`, so
+features (`framework.dist.all_gather_rows`, as SWD gathers its patches); subsets are drawn from a generator seeded by `seed`, so
 one set of images always scores the same.
 """
 
@@ -21,8 +21,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from framework.dist import all_gather_rows
 from framework.metrics.base import Metric
-from framework.metrics.generative import _gather_rows
 from framework.metrics.image import TorchvisionInceptionFeatures, _pair, local_inception_weights
 from framework.registry import METRICS
 
@@ -107,7 +107,7 @@ class KID(Metric):
     def sync(self, all_reduce) -> None:
         for role, batches in self._features.items():
             if batches:
-                self._features[role] = [_gather_rows(torch.cat(batches))]
+                self._features[role] = [all_gather_rows(torch.cat(batches))]
 
     def result_names(self) -> list[str]:
         return ["KID", "KID_std"]
