@@ -154,3 +154,56 @@ def test_no_host_sync_on_cuda_in_the_losses_and_the_one_hot_labels():
     finally:
         torch.cuda.set_sync_debug_mode("default")
     assert torch.isfinite(loss).item()
+
+
+def test_every_class_up_to_the_last_and_another_ignore_value():
+    """The last true class (num_classes - 1) is weighted like the others and the fake class is
+    not a true one; the ignore value is whatever the caller says (9 here, 255 a class-free id)."""
+    labels = torch.tensor([[[0, 2, 2, 9], [1, 2, 9, 9]]])  # 3 classes: 0 x 1, 1 x 1, 2 x 3; 9 ignored x 3
+    torch.manual_seed(3)
+    logits = torch.randn(1, 4, 2, 4)
+    weight = {0: 8 / 3, 1: 8 / 3, 2: 8 / 9}  # 8 pixels / (3 present classes x count)
+    terms = [weight[labels[0, y, x].item()] * _ce(logits[0, :, y, x].tolist(), labels[0, y, x].item())
+             for y in range(2) for x in range(4) if labels[0, y, x] != 9]
+    assert math.isclose(class_balanced_ce(logits, labels, ignore_index=9).item(), sum(terms) / 8, rel_tol=1e-5)
+    fakes = [_ce(logits[0, :, y, x].tolist(), 3) for y in range(2) for x in range(4) if labels[0, y, x] != 9]
+    assert math.isclose(fake_class_ce(logits, labels, ignore_index=9).item(), sum(fakes) / 5, rel_tol=1e-5)
+
+
+def test_a_single_valid_pixel_is_the_whole_loss():
+    labels = torch.full((1, 2, 2), IGNORE)
+    labels[0, 1, 0] = 1
+    weights = class_balancing_weights(labels, 3, IGNORE)
+    assert weights.tolist() == [[[0.0, 0.0], [4.0, 0.0]]]  # 4 pixels / (1 class x 1 pixel)
+    logits = torch.randn(1, 4, 2, 2)
+    assert math.isclose(fake_class_ce(logits, labels, IGNORE).item(), _ce(logits[0, :, 1, 0].tolist(), 3), rel_tol=1e-5)
+
+
+def test_defaults_ignore_255_and_weigh_labelmix_by_ten():
+    torch.manual_seed(4)
+    d_mixed, d_real, d_fake = torch.randn(2, 4, 2, 3), torch.randn(2, 4, 2, 3), torch.randn(2, 4, 2, 3)
+    mask = labelmix_mask(LABELS, 3)
+    assert labelmix_consistency(d_mixed, d_real, d_fake, mask, LABELS).item() == pytest.approx(
+        labelmix_consistency(d_mixed, d_real, d_fake, mask, LABELS, IGNORE, weight=10.0).item())
+    assert class_balanced_ce(d_mixed, LABELS).item() == pytest.approx(class_balanced_ce(d_mixed, LABELS, IGNORE).item())
+    assert fake_class_ce(d_mixed, LABELS).item() == pytest.approx(fake_class_ce(d_mixed, LABELS, IGNORE).item())
+
+
+def test_labelmix_with_more_images_than_rows_and_logits_smaller_than_the_mask():
+    torch.manual_seed(5)
+    labels = torch.randint(0, 3, (5, 2, 8))  # 5 images of 2 rows: one coin row per image, not per image row
+    mask = labelmix_mask(labels, 3, IGNORE)
+    for i in range(5):
+        for value in labels[i].unique():
+            assert mask[i, 0][labels[i] == value].unique().numel() == 1
+    # Logits at half the size: mask and labels taken at the logits' pixels (nearest).
+    big_labels = torch.tensor([[[0, 0, 1, 1], [0, 0, 1, 1], [2, 2, IGNORE, IGNORE], [2, 2, IGNORE, IGNORE]]])
+    big_mask = torch.tensor([[[[1.0, 1.0, 0.0, 0.0], [1.0, 1.0, 0.0, 0.0], [0.0, 0.0, 1.0, 1.0], [0.0, 0.0, 1.0, 1.0]]]])
+    d_mixed, d_real, d_fake = torch.randn(1, 4, 2, 2), torch.randn(1, 4, 2, 2), torch.randn(1, 4, 2, 2)
+    small_mask, small_labels = big_mask[:, :, ::2, ::2], big_labels[:, ::2, ::2]
+    expected = labelmix_consistency(d_mixed, d_real, d_fake, small_mask, small_labels, IGNORE)
+    got = labelmix_consistency(d_mixed, d_real, d_fake, big_mask, big_labels, IGNORE)
+    assert got.item() == pytest.approx(expected.item())
+    target = small_mask * d_real + (1 - small_mask) * d_fake
+    squares = (d_mixed - target).pow(2)[0, :, :, :].reshape(4, 4)[:, :3]  # pixels 0, 1, 2 valid; 3 ignored
+    assert got.item() == pytest.approx(10 * squares.mean().item())

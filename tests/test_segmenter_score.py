@@ -15,9 +15,11 @@ from test_kid import _fidelity_weights
 
 from framework.checkpoint.files import save_checkpoint
 from framework.config import load_config, to_plain
+from framework.config.metric_direction import metric_direction
 from framework.data import SyntheticTextures
 from framework.errors import CheckpointError, ConfigError
 from framework.metrics import Diversity, SegmenterScore
+from framework.metrics.segmenter_score import RESULT_NAMES
 from framework.registry import METRICS, TASKS
 from support import REPO, run_forked_ranks, train_run
 
@@ -87,13 +89,13 @@ def test_scores_match_a_hand_computed_confusion_matrix(trained_run, framework_lo
     values = metric.compute()
     fake_miou, fake_accuracy = _miou_and_accuracy(fake_matrix)
     real_miou, real_accuracy = _miou_and_accuracy(real_matrix)
-    assert values == pytest.approx({"seg_mIoU": fake_miou, "seg_aAcc": fake_accuracy, "seg_mIoU_real": real_miou,
-                                    "seg_aAcc_real": real_accuracy, "seg_mIoU_ratio": fake_miou / real_miou})
+    assert values == pytest.approx({"mIoU_fake": fake_miou, "aAcc_fake": fake_accuracy, "mIoU_real": real_miou,
+                                    "aAcc_real": real_accuracy, "mIoU_ratio": fake_miou / real_miou})
     assert fake_accuracy != real_accuracy  # the two sets are scored apart
     assert sorted(values) == sorted(metric.result_names())
     metric.reset()
     metric.update(batches[0])
-    assert metric.compute()["seg_mIoU"] == pytest.approx(_miou_and_accuracy(
+    assert metric.compute()["mIoU_fake"] == pytest.approx(_miou_and_accuracy(
         _confusion(predict(batches[0]["fake"]), batches[0]["labels"], 7))[0])
 
 
@@ -125,8 +127,8 @@ def test_a_binary_model_predicts_logit_above_zero(tmp_path):
         pred = (task.model(task.normalize(images * 255))[:, 0] > 0).long()
     miou, accuracy = _miou_and_accuracy(_confusion(pred, labels, 2))
     values = metric.compute()
-    assert values["seg_mIoU"] == pytest.approx(miou) and values["seg_aAcc"] == pytest.approx(accuracy)
-    assert values["seg_mIoU_ratio"] == pytest.approx(1.0)
+    assert values["mIoU_fake"] == pytest.approx(miou) and values["aAcc_fake"] == pytest.approx(accuracy)
+    assert values["mIoU_ratio"] == pytest.approx(1.0)
 
 
 def test_bad_segmenters_are_one_line_errors(trained_run, tmp_path):
@@ -192,5 +194,12 @@ def test_synthesis_metrics_under_ddp_equal_one_process_over_every_image(trained_
         metric = METRICS.build(node)
         metric.update(module.outputs())
         expected.update(metric.compute())
-    assert set(ranks[0]) == set(expected) >= {"seg_mIoU", "Diversity", "KID"}
+    assert set(ranks[0]) == set(expected) >= {"mIoU_fake", "Diversity", "KID"}
     assert ranks[0] == pytest.approx(expected, rel=1e-5, nan_ok=True)
+
+
+def test_every_synthesis_score_can_pick_best_pth_with_best_mode_auto():
+    """The result names carry their direction as the other metrics' do (metric_direction.py reads
+    `mIoU_fake` as an mIoU), so `train.best_mode: auto` needs no help; KID is a distance."""
+    assert {name: metric_direction(name) for name in RESULT_NAMES} == dict.fromkeys(RESULT_NAMES, "greater")
+    assert metric_direction("KID") == metric_direction("KID_std") == "less"

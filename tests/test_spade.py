@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import inspect
+import re
+
 import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from framework.errors import ConfigError
-from framework.models.spade import SPADE, SPADEGenerator, SPADEResBlock, one_hot_labels
+from framework.models.spade import SPADE, SPADEGenerator, SPADEResBlock, one_hot_labels, resize_labels
 from framework.registry import MODELS
 
 
@@ -144,3 +147,88 @@ def test_the_generator_trains_a_step_and_a_bad_node_is_one_config_error():
     assert all(p.grad is not None for p in g.parameters())
     with pytest.raises(ConfigError, match=r"model \(SPADEGenerator\): image_size 30x30 does not fit num_up_layers 2"):
         MODELS.build({"type": "SPADEGenerator", "num_classes": 2, "image_size": 30, "num_up_layers": 2}, path="model")
+
+
+def _leaky(x):
+    return torch.where(x > 0, x, 0.2 * x)  # SPADE's slope, written out
+
+
+def test_residual_block_and_generator_forward_by_hand():
+    torch.manual_seed(0)
+    block = SPADEResBlock(4, 2, label_channels=3, hidden=4).eval()
+    x, labels = torch.randn(2, 4, 4, 4), one_hot_labels(torch.randint(0, 3, (2, 4, 4)), 3)
+    shortcut = block.conv_s(block.norm_s(x, labels))
+    dx = block.conv_1(_leaky(block.norm_1(block.conv_0(_leaky(block.norm_0(x, labels))), labels)))
+    torch.testing.assert_close(block(x, labels), shortcut + dx)
+    same_width = SPADEResBlock(2, 2, label_channels=3, hidden=4).eval()
+    y = torch.randn(2, 2, 4, 4)
+    dy = same_width.conv_1(_leaky(same_width.norm_1(same_width.conv_0(_leaky(same_width.norm_0(y, labels))), labels)))
+    torch.testing.assert_close(same_width(y, labels), y + dy)  # the identity shortcut
+
+    g = _small_generator(noise_dim=2)
+    labels, noise = one_hot_labels(torch.randint(0, 3, (2, 16, 16)), 3), torch.randn(2, 2)
+    condition = torch.cat([labels, noise[:, :, None, None].expand(-1, -1, 16, 16)], dim=1)
+    h = g.first(condition[:, :, ::4, ::4])  # nearest to the 4x4 start
+    for i, step in enumerate(g.blocks):
+        h = step(h, condition)
+        if i < len(g.blocks) - 1:
+            h = h.repeat_interleave(2, dim=2).repeat_interleave(2, dim=3)
+    torch.testing.assert_close(g(labels, noise), torch.tanh(g.to_image(_leaky(h))))
+
+
+def test_norms_are_parameter_free_of_the_kind_asked_everywhere_and_the_shortcut_has_no_bias():
+    for kind, norm_type in (("batch", nn.BatchNorm2d), ("instance", nn.InstanceNorm2d)):
+        g = SPADEGenerator(num_classes=2, image_size=8, base_channels=2, num_up_layers=1, noise_dim=0,
+                           spectral_norm=False, spade_hidden=4, param_free_norm=kind)
+        norms = [m.norm for m in g.modules() if isinstance(m, SPADE)]
+        assert len(norms) == 5  # two per block, one more for the learned shortcut
+        assert all(type(n) is norm_type and not list(n.parameters()) for n in norms)
+    assert g.blocks[1].conv_s.bias is None
+    wide = SPADE(channels=2, label_channels=3, hidden=4, kernel_size=5)
+    assert wide(torch.randn(1, 2, 6, 6), torch.ones(1, 3, 6, 6)).shape == (1, 2, 6, 6)  # padding keeps the size
+
+
+def test_the_defaults_are_oasis_like_and_the_counts_are_bounded():
+    parameters = inspect.signature(SPADEGenerator).parameters
+    assert {k: parameters[k].default for k in ("contain_dontcare_label", "image_size", "base_channels",
+                                               "num_up_layers", "noise_dim", "spectral_norm", "out_channels",
+                                               "spade_hidden", "param_free_norm")} == {
+        "contain_dontcare_label": False, "image_size": 256, "base_channels": 64, "num_up_layers": 5,
+        "noise_dim": 64, "spectral_norm": True, "out_channels": 3, "spade_hidden": 128, "param_free_norm": "batch"}
+    assert inspect.signature(SPADEResBlock).parameters["hidden"].default == 128
+    one_class = SPADEGenerator(num_classes=1, image_size=4, base_channels=2, num_up_layers=0, noise_dim=0,
+                               spectral_norm=False, spade_hidden=4)  # depth 0: one block at the image size
+    assert one_class(torch.ones(1, 1, 4, 4)).shape == (1, 3, 4, 4) and len(one_class.blocks) == 1
+    with pytest.raises(ValueError, match=r"^num_classes must be >= 1, got 0$"):
+        SPADEGenerator(num_classes=0, image_size=8, num_up_layers=1)
+    with pytest.raises(ValueError, match=r"^noise_dim must be >= 0 \(0: no noise\), got -1$"):
+        SPADEGenerator(num_classes=2, image_size=8, num_up_layers=1, noise_dim=-1)
+    with pytest.raises(ValueError, match="image_size 0x8 does not fit num_up_layers 3"):
+        SPADEGenerator(num_classes=2, image_size=(0, 8), num_up_layers=3)
+    with pytest.raises(ValueError, match="image_size 8x8 does not fit num_up_layers -1"):
+        SPADEGenerator(num_classes=2, image_size=8, num_up_layers=-1)
+
+
+def test_messages_name_what_was_given():
+    g = _small_generator(noise_dim=4)
+    labels = one_hot_labels(torch.zeros(2, 16, 16, dtype=torch.long), 3)
+    with pytest.raises(ValueError, match=re.escape("noise must be N x noise_dim = 2 x 4, got (2, 5)")):
+        g(labels, torch.randn(2, 5))
+    with pytest.raises(ValueError, match=re.escape("(num_classes 3, contain_dontcare_label False), got shape (2, 4, 16, 16)")):
+        g(torch.zeros(2, 4, 16, 16), torch.randn(2, 4))
+    with pytest.raises(ValueError, match="^this generator has noise_dim 0 and takes no noise; pass noise=None$"):
+        _small_generator(noise_dim=0)(labels, torch.randn(2, 4))
+    with pytest.raises(ValueError, match=re.escape("labels must be N x H x W class ids, got shape (2, 1, 16, 16)")):
+        one_hot_labels(torch.zeros(2, 1, 16, 16, dtype=torch.long), 3)
+    with pytest.raises(ValueError, match=re.escape("param_free_norm: unknown 'group'; choose one of batch, instance")):
+        SPADE(2, 3, param_free_norm="group")
+
+
+def test_resize_labels_keeps_ids_and_their_dtype():
+    labels = torch.tensor([[[0, 1], [2, 255]]])
+    assert resize_labels(labels, (2, 2)) is labels
+    bigger = resize_labels(labels, (4, 4))
+    assert bigger.dtype == torch.int64 and bigger.tolist() == [[[0, 0, 1, 1], [0, 0, 1, 1], [2, 2, 255, 255],
+                                                                [2, 2, 255, 255]]]
+    assert resize_labels(bigger, torch.Size([2, 2])).tolist() == labels.tolist()
+    assert resize_labels(labels.to(torch.uint8), (4, 4)).dtype == torch.uint8

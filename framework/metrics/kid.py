@@ -10,7 +10,7 @@ validation sets often are) compare fairly. Lower is better.
 The Inception weights come from `weights_path` only, checked as FID's (metrics/image.py):
 `extractor` fid-inception (torch-fidelity's, fed 0..255 bytes as torchmetrics feeds it) or
 torchvision. Features are kept per image, not summed, so under DDP `sync` gathers every rank's
-features (as SWD gathers its patches); subsets are drawn from a generator seeded by `seed`, so
+features (`framework.dist.all_gather_rows`, as SWD gathers its patches); subsets are drawn from a generator seeded by `seed`, so
 one set of images always scores the same.
 """
 

@@ -9,8 +9,8 @@ task's `mean`/`std` and predicts whole images (argmax; a 1-output binary model: 
 
 It reads `outputs["fake"]` and `outputs["real"]` (N x 3 x H x W floats in [0, 1]) and
 `outputs["labels"]` (N x H x W class ids) and reports, from one confusion matrix each:
-`seg_mIoU`/`seg_aAcc` on the fakes, `seg_mIoU_real`/`seg_aAcc_real` on the real images (the
-bound a perfect generator would reach with this segmenter) and `seg_mIoU_ratio` (fake / real).
+`mIoU_fake`/`aAcc_fake` on the fakes, `mIoU_real`/`aAcc_real` on the real images (the
+bound a perfect generator would reach with this segmenter) and `mIoU_ratio` (fake / real).
 Protocol: the images at the resolution they are generated, labels of another size resized to
 them (nearest), pixels of `ignore_index` skipped; logged once at the first evaluation.
 """
@@ -38,7 +38,7 @@ logger = logging.getLogger("framework")
 SEGMENTATION_TASK = "SegmentationTask"
 # Keys a model node may carry for training (engine/network_settings.py): nothing to do with predicting.
 TRAINING_ONLY_KEYS = ("init", "frozen", "norm_eval")
-RESULT_NAMES = ("seg_mIoU", "seg_aAcc", "seg_mIoU_real", "seg_aAcc_real", "seg_mIoU_ratio")
+RESULT_NAMES = ("mIoU_fake", "aAcc_fake", "mIoU_real", "aAcc_real", "mIoU_ratio")
 
 
 def build_segmenter(config: str, checkpoint: str, num_classes: int) -> tuple[torch.nn.Module, dict]:

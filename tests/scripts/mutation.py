@@ -81,6 +81,8 @@ MODULES: dict[str, tuple[str, list[str]]] = {
         "tests/test_losses.py", "tests/test_hard_pixel_losses.py", "tests/test_class_weights.py",
         "-k", "not training and not every_rank"]),
     "metrics.generative": ("framework/metrics/generative.py", ["tests/test_generative_metrics.py"]),
+    "losses.oasis": ("framework/losses/oasis.py", ["tests/test_oasis_losses.py"]),
+    "models.spade": ("framework/models/spade.py", ["tests/test_spade.py"]),
     "registry": ("framework/registry.py", ["tests/test_registry.py", "tests/test_extending.py",
                                            "-k", "not next_to_a_config and not elsewhere"]),  # subprocesses: not under mutmut
     "data.folder": ("framework/data/folder.py", ["tests/test_data.py", "tests/test_check_dataset.py",
