@@ -243,7 +243,7 @@ def test_step_counter_survives_a_state_dict_round_trip():
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    ({"gan_loss": "hing"}, r"gan_loss: unknown GAN loss 'hing'; did you mean 'hinge'\? \(choose one of vanilla, lsgan, hinge, wgan-gp, or a registered AdversarialLoss\)"),
+    ({"gan_loss": "hing"}, r"gan_loss: unknown GAN loss 'hing'; did you mean 'hinge'\? \(choose one of vanilla, lsgan, hinge, wgan-gp, oasis, or a registered AdversarialLoss\)"),
     ({"latent_dim": 8, "l1_weight": 1.0},
      r"l1_weight: the L1 reconstruction loss needs paired targets; an unconditional GAN \(latent_dim set\) has none$"),
     ({"latent_dim": 8, "perceptual": {"type": "VGGPerceptualLoss", "arch": "vgg16", "weights": "random"}},

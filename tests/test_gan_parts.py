@@ -176,3 +176,13 @@ def test_nan_weights_are_refused_naming_the_key():
     with pytest.raises(ConfigError, match=r"task \(GANTask\): l1_weight must be a finite number >= 0, got inf"):
         TASKS.build({"type": "GANTask", "generator": generator(), "discriminator": nn.Conv2d(6, 1, 3),
                      "l1_weight": float("inf")}, path="task")
+
+
+@pytest.mark.parametrize("task_type", ["GANTask", "CycleGANTask"])
+def test_a_loss_that_reads_labels_is_refused_where_batches_have_none(task_type):
+    networks = ({"generator": generator(), "discriminator": nn.Conv2d(6, 1, 3)} if task_type == "GANTask" else
+                {"generator_ab": generator(), "generator_ba": generator(), "discriminator_a": nn.Conv2d(3, 1, 3),
+                 "discriminator_b": nn.Conv2d(3, 1, 3)})
+    with pytest.raises(ConfigError, match=rf"task \({task_type}\): gan_loss: OASISLoss reads a label map, which this "
+                                          r"task's batches do not have \(SemanticSynthesisTask's do\)"):
+        TASKS.build({"type": task_type, "gan_loss": "oasis", **networks}, path="task")

@@ -8,7 +8,7 @@ import cv2
 import numpy as np
 import pytest
 
-from support import REPO, call_tool
+from support import REPO, call_tool, named
 
 TINY = ["device=cpu", "amp.enabled=false", "train.max_iters=2", "train.ckpt_interval=2", "train.val_interval=2",
         "train.val_at_start=false", "train.log_interval=1", "data.train.num_workers=0", "data.val.num_workers=0",
@@ -113,7 +113,7 @@ def test_accumulation_equals_the_whole_batch_with_the_patch_discriminator(tmp_pa
         results[label] = torch.load(tmp_path / label / "checkpoints" / "iter_4.pth", weights_only=True)["task"]
     for key, value in results["whole"].items():
         if value.is_floating_point() and key.startswith(("generator.", "discriminator.")):
-            torch.testing.assert_close(results["accumulated"][key], value, atol=2e-6, rtol=1e-4, msg=lambda m: f"{key}: {m}")
+            torch.testing.assert_close(results["accumulated"][key], value, atol=2e-6, rtol=1e-4, msg=named(key))
 
 
 def test_two_processes_equal_one_with_the_double_batch(tmp_path):
@@ -133,4 +133,4 @@ def test_two_processes_equal_one_with_the_double_batch(tmp_path):
         states[label] = torch.load(tmp_path / label / "checkpoints" / "iter_4.pth", weights_only=True)["task"]
     for key, value in states["one"].items():
         if value.is_floating_point() and key.startswith(("generator.", "discriminator.")):
-            torch.testing.assert_close(states["two"][key], value, atol=2e-6, rtol=1e-4, msg=lambda m: f"{key}: {m}")
+            torch.testing.assert_close(states["two"][key], value, atol=2e-6, rtol=1e-4, msg=named(key))

@@ -190,8 +190,9 @@ class OASISLoss(AdversarialLoss):
         return class_balanced_ce(fake, labels, self.ignore_index)
 
 
-BUILT_IN = (VanillaGANLoss, LSGANLoss, HingeGANLoss, WGANGPLoss, OASISLoss)
-GAN_LOSS_TYPES = tuple(loss.name for loss in BUILT_IN)  # the short names a config may give
+ON_LOGITS = (VanillaGANLoss, LSGANLoss, HingeGANLoss, WGANGPLoss)  # terms of D's real/fake logits alone
+GAN_LOSS_TYPES = tuple(loss.name for loss in ON_LOGITS)
+SHORT_NAMES = {loss.name: loss for loss in (*ON_LOGITS, OASISLoss)}  # what a config may give as `gan_loss`
 
 
 def adversarial_loss(spec: str | AdversarialLoss, key: str = "gan_loss") -> AdversarialLoss:
@@ -199,9 +200,8 @@ def adversarial_loss(spec: str | AdversarialLoss, key: str = "gan_loss") -> Adve
     (`HingeGANLoss`), or an entry already built from a node; else a ValueError naming `key`."""
     if isinstance(spec, AdversarialLoss):
         return spec
-    by_name = {loss.name: loss for loss in BUILT_IN}
-    if isinstance(spec, str) and spec in by_name:
-        return by_name[spec]()
+    if isinstance(spec, str) and spec in SHORT_NAMES:
+        return SHORT_NAMES[spec]()
     if isinstance(spec, str) and spec in LOSSES:
         entry = LOSSES.get(spec)
         if isinstance(entry, type) and issubclass(entry, AdversarialLoss):
@@ -209,8 +209,8 @@ def adversarial_loss(spec: str | AdversarialLoss, key: str = "gan_loss") -> Adve
         raise ValueError(f"{key}: '{spec}' is a loss, but not an adversarial one (an AdversarialLoss subclass)")
     if not isinstance(spec, str):
         raise ValueError(f"{key}: expected a GAN loss name or an AdversarialLoss node, got {type(spec).__name__}")
-    raise ValueError(f"{key}: unknown GAN loss '{spec}'{did_you_mean(spec, GAN_LOSS_TYPES)} "
-                     f"(choose one of {', '.join(GAN_LOSS_TYPES)}, or a registered AdversarialLoss)")
+    raise ValueError(f"{key}: unknown GAN loss '{spec}'{did_you_mean(spec, SHORT_NAMES)} "
+                     f"(choose one of {', '.join(SHORT_NAMES)}, or a registered AdversarialLoss)")
 
 
 def gradient_penalty(critic: Callable[[torch.Tensor], torch.Tensor], real: torch.Tensor,

@@ -47,9 +47,13 @@ def check_weight(key: str, value: float) -> float:
 class Adversary(nn.Module):
     def __init__(self, gan_loss: str | AdversarialLoss = "vanilla", d_weight: float = 1.0, adv_weight: float = 1.0,
                  gp_weight: float = 10.0, r1_weight: float = 0.0, r1_interval: int = 1,
-                 augment: nn.Module | None = None, feature_matching: nn.Module | None = None, suffix: str = ""):
+                 augment: nn.Module | None = None, feature_matching: nn.Module | None = None, suffix: str = "",
+                 has_labels: bool = False):
         super().__init__()
         self.loss = adversarial_loss(gan_loss)
+        if self.loss.reads_labels and not has_labels:  # known now, not at the first iteration
+            raise ValueError(f"gan_loss: {type(self.loss).__name__} reads a label map, which this task's batches do "
+                             "not have (SemanticSynthesisTask's do)")
         self.d_weight = check_weight("d_weight", d_weight)
         self.adv_weight = check_weight("adv_weight", adv_weight)
         self.gp_weight = check_weight("gp_weight", gp_weight)

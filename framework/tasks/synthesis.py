@@ -72,7 +72,7 @@ class SemanticSynthesisTask(GeneratorTask):
         super().__init__()
         self.generator, self.discriminator = generator, discriminator
         self.adversary = Adversary(gan_loss, d_weight, adv_weight, r1_weight=r1_weight, r1_interval=r1_interval,
-                                   augment=d_augment, feature_matching=feature_matching)
+                                   augment=d_augment, feature_matching=feature_matching, has_labels=True)
         generator_classes = getattr(unwrap(generator), "num_classes", num_classes)
         if generator_classes != num_classes:
             raise ValueError(f"generator.num_classes {generator_classes} differs from the task's num_classes "
