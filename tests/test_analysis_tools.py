@@ -29,6 +29,20 @@ def test_browse_dataset_shows_what_the_training_loader_yields(unet_run, tmp_path
     assert np.array_equal(grids[0][:32, 32:64], expected_mask)
 
 
+
+def test_browse_dataset_shows_both_unpaired_domains_of_a_cyclegan_sample(tmp_path):
+    config = REPO / "projects/cyclegan/configs/cyclegan_shapes.yaml"
+    overrides = ["data.train.dataset.num_samples=6", "data.train.dataset.size=32", "data.train.num_workers=0"]
+    result = call_tool("browse_dataset", "--config", config, "--output", tmp_path, "--num", "3", *overrides)
+    assert result.returncode == 0, result.stderr  # was KeyError 'image'
+    grid = cv2.cvtColor(cv2.imread(str(tmp_path / "grid_000.png")), cv2.COLOR_BGR2RGB)
+    assert grid.shape == (3 * 32, 2 * 32, 3)  # a row per sample: A | B
+    plain = to_plain(load_config(str(config), overrides))
+    loader = build_dataloader(plain["data"]["train"], "data.train", train=True, seed=plain["seed"])
+    batch = next(iter(loader))
+    assert np.array_equal(grid[:32, :32], batch["a"][0].permute(1, 2, 0).numpy())
+    assert np.array_equal(grid[:32, 32:], batch["b"][0].permute(1, 2, 0).numpy())
+
 def test_analyze_model_counts_parameters_and_flops(unet_run, tmp_path):
     out = tmp_path / "model.json"
     result = call_tool("analyze_model", *unet_run.args(), "--size", "30", "30", "--depth", "1", "--json", out)

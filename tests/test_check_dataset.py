@@ -180,3 +180,78 @@ def test_a_voc_folder_with_palette_masks_is_counted_by_palette_index(tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
     pixels = {row["class"]: row["pixels"] for row in json.loads((tmp_path / "report.json").read_text())["classes"]}
     assert pixels["person"] == 16 and pixels["background"] == 40 and sum(pixels.values()) == 56
+
+
+CYCLEGAN_CONFIG = REPO / "projects/cyclegan/configs/cyclegan_shapes.yaml"
+PIX2PIX_CONFIG = REPO / "projects/pix2pix/configs/pix2pix_shapes.yaml"
+
+
+def unpaired_folders(root, broken_in=None):
+    """trainA with 3 images, trainB with 2 (20x24), one of `broken_in`'s replaced by a text file."""
+    rng = np.random.default_rng(1)
+    for domain, count in (("A", 3), ("B", 2)):
+        (root / f"train{domain}").mkdir(parents=True)
+        for i in range(count):
+            cv2.imwrite(str(root / f"train{domain}" / f"{domain.lower()}{i}.png"),
+                        rng.integers(0, 256, (20, 24, 3), dtype=np.uint8))
+    if broken_in:
+        (root / f"train{broken_in}" / f"{broken_in.lower()}1.png").write_bytes(b"not an image")
+    return [f"data.train.dataset={{type: UnpairedImageFolders, root: {root}}}"]
+
+
+def test_a_broken_file_in_train_a_is_named_on_one_line(tmp_path):
+    report = tmp_path / "report.json"
+    result = call_tool("check_dataset", "--config", CYCLEGAN_CONFIG, "--json", report,
+                       *unpaired_folders(tmp_path / "data", broken_in="A"))
+    assert result.returncode == 1, result.stderr
+    broken = tmp_path / "data" / "trainA" / "a1.png"
+    assert f"{broken}: cannot read image" in result.stdout
+    assert "data.train: UnpairedImageFolders, A 3 images, B 2 images" in result.stdout
+    assert "1 problem(s):" in result.stdout
+    problems = json.loads(report.read_text())["problems"]
+    assert len(problems) == 1 and problems[0].startswith(f"{broken}: ")
+    assert json.loads(report.read_text())["images"] == 5  # every image of A and of B once
+
+
+def test_clean_unpaired_folders_exit_zero_and_a_broken_b_is_found_too(tmp_path):
+    clean = call_tool("check_dataset", "--config", CYCLEGAN_CONFIG, *unpaired_folders(tmp_path / "clean"))
+    assert clean.returncode == 0, clean.stderr + clean.stdout
+    assert "no problems found" in clean.stdout and "min_height 20" in clean.stdout
+    # B is read beyond A's count too: the only broken file is B's second of two
+    broken = call_tool("check_dataset", "--config", CYCLEGAN_CONFIG, *unpaired_folders(tmp_path / "b", "B"))
+    assert broken.returncode == 1 and f"{tmp_path / 'b' / 'trainB' / 'b1.png'}: cannot read image" in broken.stdout
+
+
+def test_paired_and_single_image_datasets_are_checked(tmp_path):
+    pairs = call_tool("check_dataset", "--config", PIX2PIX_CONFIG, "data.train.dataset.num_samples=3",
+                      "data.train.dataset.size=24")
+    assert pairs.returncode == 0, pairs.stderr
+    assert "SyntheticPairs, 3 pairs" in pairs.stdout and "max_width 24" in pairs.stdout
+    images = call_tool("check_dataset", "--config", REPO / "projects/dcgan/configs/dcgan_shapes.yaml",
+                       "data.train.dataset.num_samples=3")
+    assert images.returncode == 0, images.stderr
+    assert "ShapeImages, 3 images" in images.stdout
+
+
+def test_a_pair_whose_halves_differ_in_size_is_named(tmp_path):
+    from framework.analysis.image_scan import inspect_image
+    from framework.data.images import PairedImageDataset
+
+    class Pairs(PairedImageDataset):
+        def __len__(self):
+            return 2
+
+        def load_pair(self, index):
+            target = np.zeros((8, 8 + index, 3), np.uint8)  # pair 1's target is one pixel wider
+            return np.zeros((8, 8, 3), np.uint8), target, f"p{index}"
+
+    assert inspect_image(Pairs(), "pair", 0).problem is None
+    assert inspect_image(Pairs(), "pair", 1).problem == "p1: input is 8x8 but its target is 8x9"
+
+
+def test_convert_rgb_masks_is_refused_on_a_dataset_without_masks(tmp_path):
+    result = call_tool("check_dataset", "--config", CYCLEGAN_CONFIG, "--convert-rgb-masks", tmp_path / "out",
+                       "data.train.dataset.num_samples=2")
+    assert result.returncode == 2
+    assert result.stderr.startswith("error: --convert-rgb-masks: TwoStyleShapes holds no class masks")
+    assert not (tmp_path / "out").exists()

@@ -184,3 +184,58 @@ def test_infer_draws_seeded_samples_from_an_unconditional_gan(dcgan_run, tmp_pat
     for i, image in enumerate(expected):
         written = cv2.cvtColor(cv2.imread(str(tmp_path / f"sample_{i:04d}.png")), cv2.COLOR_BGR2RGB)
         assert np.array_equal(written, (image * 255).round().byte().permute(1, 2, 0).numpy())
+
+
+# Each option with a value that would change the output if the task read it; the refusal names it.
+SEGMENTATION_ONLY = [["--flip"], ["--scales", "0.5", "1"], ["--mode", "slide", "--crop", "16", "16", "--stride", "8", "8"],
+                     ["--tile-batch", "2"]]
+
+
+@pytest.mark.parametrize("option", SEGMENTATION_ONLY, ids=lambda o: o[0])
+@pytest.mark.parametrize("run", ["pix2pix_run", "dcgan_run"])
+def test_infer_refuses_segmentation_options_on_a_gan_naming_them(run, option, request, tmp_path):
+    run = request.getfixturevalue(run)
+    write_images(tmp_path / "in", {"a.png": (20, 24)})
+    inputs = ["--input", tmp_path / "in"] if run is request.getfixturevalue("pix2pix_run") else []
+    out = tmp_path / "out"
+    result = call_tool("infer", *run.args(), *inputs, "--output", out, *option)
+    assert result.returncode == 2, result.stderr
+    named = [o for o in option if o.startswith("--")]
+    assert result.stderr.startswith(f"error: {', '.join(named)}: ") and "is a GAN" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and not out.exists()
+
+
+@pytest.mark.parametrize("option", [["--num", "2"], ["--seed", "3"], ["--num", "1", "--seed", "0"]],
+                         ids=["num", "seed", "both"])
+@pytest.mark.parametrize("run", ["unet_run", "pix2pix_run"])
+def test_infer_refuses_noise_options_where_the_output_is_not_drawn_from_noise(run, option, request, tmp_path):
+    # --num 1 and --seed 0 are the smallest values (--seed 0 the default): refused because given
+    write_images(tmp_path / "in", {"a.png": (20, 24)})
+    out = tmp_path / "out"
+    result = call_tool("infer", *request.getfixturevalue(run).args(), "--input", tmp_path / "in", "--output", out,
+                       *option)
+    assert result.returncode == 2, result.stderr
+    named = ", ".join(o for o in option if o.startswith("--"))
+    assert result.stderr.startswith(f"error: {named}: ") and "generates from noise (DCGAN)" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and not out.exists()
+
+
+def test_infer_refuses_input_images_for_a_generator_from_noise(dcgan_run, tmp_path):
+    write_images(tmp_path / "in", {"a.png": (20, 24)})
+    out = tmp_path / "out"
+    result = call_tool("infer", *dcgan_run.args(), "--input", tmp_path / "in", "--output", out, "--num", "2")
+    assert result.returncode == 2
+    assert result.stderr.strip() == (f"error: --input: {'GANTask'} generates from noise (--num, --seed); "
+                                     "it takes no input images")
+    assert not out.exists()
+
+
+def test_infer_options_a_gan_uses_still_work(pix2pix_run, dcgan_run, tmp_path):
+    write_images(tmp_path / "in", {"a.png": (20, 24), "b.png": (20, 24)})
+    result = call_tool("infer", *pix2pix_run.args(), "--input", tmp_path / "in", "--output", tmp_path / "p",
+                       "--batch-size", "1")
+    assert result.returncode == 0, result.stderr
+    assert sorted(p.name for p in (tmp_path / "p").iterdir()) == ["a.png", "b.png"]
+    result = call_tool("infer", *dcgan_run.args(), "--output", tmp_path / "d")  # --num's default
+    assert result.returncode == 0, result.stderr
+    assert len(list((tmp_path / "d").glob("sample_*.png"))) == 16

@@ -5,8 +5,8 @@
 
 Samples come from the same loader training uses (sampler order, per-sample augmentation seeds,
 the first epoch), so a grid shows exactly the batches of the first iterations. Each row is
-one sample: image | mask | overlay for segmentation, input | target for image pairs, the
-image alone otherwise. Grids are written as <output>/grid_000.png, grid_001.png, ...
+one sample: image | mask | overlay for segmentation, otherwise the sample's images side by side
+(input | target for pix2pix pairs, A | B for CycleGAN's unpaired domains, the image alone for DCGAN). Grids are written as <output>/grid_000.png, grid_001.png, ...
 """
 
 import argparse
@@ -47,9 +47,13 @@ def rows_of(batch: dict, dataset) -> list[np.ndarray]:
         colours = hwc(colorize(masks, palette, dataset.ignore_index))
         blends = [overlay(i, m, palette.numpy()) for i, m in zip(images, masks.numpy())]
         return [np.concatenate(parts, axis=1) for parts in zip(images, colours, blends)]
-    if "input" in batch:
-        return [np.concatenate(parts, axis=1) for parts in zip(hwc(batch["input"]), hwc(batch["target"]))]
-    return list(hwc(batch["image"]))
+    # Every RGB image of the sample, in the dataset's key order: whatever a GAN dataset names them
+    images = [hwc(value) for value in batch.values() if isinstance(value, torch.Tensor) and value.dim() == 4
+              and value.dtype == torch.uint8 and value.shape[1] == 3]
+    if not images:
+        raise ConfigError(f"{type(dataset).__name__}: its samples hold no N x 3 x H x W uint8 images "
+                          f"(keys: {', '.join(batch)}); browse_dataset shows images and class masks")
+    return [np.concatenate(parts, axis=1) for parts in zip(*images)]
 
 
 def main(args: argparse.Namespace) -> None:

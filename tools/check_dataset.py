@@ -1,4 +1,4 @@
-"""Check a segmentation dataset before training on it (the dataset doctor):
+"""Check a dataset before training on it (the dataset doctor):
 
     python tools/check_dataset.py --config CFG [--split train|val|test] [--workers N] [--json FILE]
         [--convert-rgb-masks DIR] [key=value ...]
@@ -9,6 +9,10 @@ size differs from their image's, and duplicate sample names. Then prints the cla
 frequencies, image size statistics and the class weights `weight: auto` would use, and notes
 the images read turned by their EXIF orientation (phone photos), whose masks must be drawn on the
 image as shown. Exit status 1 when it found a problem, 0 for a clean dataset.
+
+A GAN dataset (single images, input/target pairs, or CycleGAN's two unpaired domains, each image
+of A and of B once) is checked for unreadable images, images that are not RGB, and pairs whose
+halves differ in size, with the image size statistics.
 
 --convert-rgb-masks DIR writes each colour mask found as an index mask (the dataset's palette
 colours become their class ids, other colours ignore_index) into DIR; point the dataset's
@@ -26,6 +30,7 @@ from tqdm import tqdm
 
 from framework.analysis.class_weights import METHODS, compute_weights
 from framework.analysis.dataset_scan import class_totals, read_mask_raw, scan
+from framework.analysis.image_scan import IMAGE_DATASETS, image_counts, image_reads, scan_images
 from framework.config import import_custom_modules, load_config, to_plain
 from framework.config.rules import integer
 from framework.data.base import SegmentationDataset
@@ -47,16 +52,17 @@ def parse_args() -> argparse.ArgumentParser:
     return parser
 
 
-def build_dataset(config: str, split: str, overrides) -> SegmentationDataset:
+def build_dataset(config: str, split: str, overrides):
     cfg = load_config(config, overrides)
     import_custom_modules(cfg)
     section = to_plain(cfg)["data"].get(split)
     if not section:
         raise ConfigError(f"data.{split}: the config has no such data section")
     dataset = DATASETS.build(section["dataset"], path=f"data.{split}.dataset")
-    if not isinstance(dataset, SegmentationDataset):
-        raise ConfigError(f"data.{split}.dataset: {type(dataset).__name__} is not a segmentation dataset "
-                          "(check_dataset checks images with class masks)")
+    if not isinstance(dataset, (SegmentationDataset, *IMAGE_DATASETS)):
+        raise ConfigError(f"data.{split}.dataset: {type(dataset).__name__} is neither a segmentation dataset nor "
+                          "an image, paired or unpaired image dataset (framework/data); check_dataset does not "
+                          "know how to read it")
     return dataset
 
 
@@ -128,11 +134,44 @@ def convert_rgb_masks(records, dataset: SegmentationDataset, folder: Path) -> in
     return converted
 
 
+def check_images(dataset, args: argparse.Namespace, duplicates: list[str]) -> int:
+    """check_dataset on a GAN dataset: every image read once, its problems listed."""
+    if args.convert_rgb_masks:
+        raise ConfigError(f"--convert-rgb-masks: {type(dataset).__name__} holds no class masks; the option is for "
+                          "a segmentation dataset")
+    with progress_bar(len(image_reads(dataset))) as bar:
+        records = scan_images(dataset, args.workers, on_record=lambda done: bar.update(1))
+    problems = duplicates + [r.problem for r in records if r.problem]
+    sizes = size_statistics(records)
+    print(f"data.{args.split}: {type(dataset).__name__}, {image_counts(dataset)}")
+    if sizes:
+        print("image sizes (HxW): " + "  ".join(f"{k} {v}" for k, v in sizes.items()))
+    if args.json:
+        report = {"split": args.split, "images": len(records), "problems": problems, "sizes": sizes}
+        Path(args.json).write_text(json.dumps(report, indent=2) + "\n")
+    return report_problems(problems)
+
+
+def progress_bar(total: int):
+    return tqdm(total=total, disable=not sys.stdout.isatty(), file=sys.stdout, unit="sample", leave=False)
+
+
+def report_problems(problems: list[str]) -> int:
+    if problems:
+        print(f"{len([p for p in problems if not p.startswith('  ')])} problem(s):")
+        print("\n".join(problems))
+        return 1
+    print("no problems found")
+    return 0
+
+
 def main(args: argparse.Namespace) -> int:
     check_options({"--workers": (args.workers, integer(0))})
     with duplicate_names_collected() as duplicates:  # listed with the other problems, not fatal here
         dataset = build_dataset(args.config, args.split, args.overrides)
-    with tqdm(total=len(dataset), disable=not sys.stdout.isatty(), file=sys.stdout, unit="sample", leave=False) as bar:
+    if not isinstance(dataset, SegmentationDataset):
+        return check_images(dataset, args, duplicates)
+    with progress_bar(len(dataset)) as bar:
         records = scan(dataset, args.workers, on_record=lambda done: bar.update(1))
     problems = duplicates + problems_of(records, dataset, args.config)
     rows, table = class_table(records, dataset)
@@ -152,12 +191,7 @@ def main(args: argparse.Namespace) -> int:
         report = {"split": args.split, "samples": len(records), "problems": problems, "classes": rows, "sizes": sizes,
                   "exif_turned": turned}
         Path(args.json).write_text(json.dumps(report, indent=2) + "\n")
-    if problems:
-        print(f"{len([p for p in problems if not p.startswith('  ')])} problem(s):")
-        print("\n".join(problems))
-        return 1
-    print("no problems found")
-    return 0
+    return report_problems(problems)
 
 
 if __name__ == "__main__":

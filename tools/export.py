@@ -4,14 +4,16 @@
         [--dynamic] [--size H W] [--batch N] [--atol X] [--direction AtoB|BtoA] [key=value ...]
 
 The exported model takes float32 RGB images with values 0..255 (N x 3 x H x W; segmentation:
-normalisation inside, logits out; pix2pix: images in [0, 1] out) or, for an unconditional GAN,
-noise (N x latent_dim x 1 x 1). With --dynamic the batch, height and width are free (ONNX
+normalisation inside, logits out; pix2pix, CycleGAN: images in [0, 1] out) or, for an
+unconditional GAN, noise (N x latent_dim x 1 x 1). An image of any height and width gives an
+output of that size: the padding to the network's size divisor and the crop back are inside the
+exported graph, as in tools/infer.py. With --dynamic the batch, height and width are free (ONNX
 dynamic axes; TorchScript is traced, which keeps sizes free for the framework's networks).
 A CycleGAN exports one generator, the (EMA) one of --direction AtoB or BtoA.
 
 Before the file is written, the exported model (onnxruntime for ONNX) and PyTorch run on the
 same random batch, at the export size and, with --dynamic, at three more sizes and batch sizes
-(sides that are not multiples of 32 among them when the network takes any size); the max
+(odd sides among them, which no size divisor divides); the max
 absolute difference is printed. When it exceeds --atol (default 1e-4 for ONNX, 1e-5 for
 TorchScript) or an output is not finite, the exit status is 1 and no file is left at --output.
 A checkpoint with NaN or inf weights is refused. ONNX needs the optional extra:
@@ -42,7 +44,7 @@ def parse_args() -> argparse.ArgumentParser:
     parser.add_argument("--output", required=True, help="file to write (.onnx, .pt)")
     parser.add_argument("--dynamic", action="store_true", help="free batch size, height and width")
     parser.add_argument("--size", type=int, nargs=2, default=[256, 256], metavar=("H", "W"),
-                        help="example input size (rounded up to the network's size divisor)")
+                        help="input size of the export (with --dynamic: the traced size; any size works)")
     parser.add_argument("--batch", type=int, default=1, help="example batch size")
     parser.add_argument("--atol", type=float, help="largest accepted difference from PyTorch")
     parser.add_argument("--direction", choices=["AtoB", "BtoA"], help="CycleGAN: the generator to export")
@@ -56,19 +58,15 @@ def check_options(args: argparse.Namespace) -> None:
                            "--atol": (args.atol, number(min=0, finite=True))})
 
 
-def check_sizes(size: list[int], batch: int, divisor: int, dynamic: bool) -> list[tuple[int, tuple[int, int]]]:
+def check_sizes(size: list[int], batch: int, dynamic: bool) -> list[tuple[int, tuple[int, int]]]:
     """(batch, (H, W)) to compare at: the export size and, with --dynamic, three more: larger,
-    odd-sided and smaller (each rounded up to the divisor, so with divisor 1 none is a
-    multiple of 32: a traced graph that kept the export size's padding shows there)."""
-    def rounded(h: int, w: int) -> tuple[int, int]:
-        return math.ceil(h / divisor) * divisor, math.ceil(w / divisor) * divisor
-
-    first = rounded(*size)
-    sizes = [(batch, first)]
+    and two with sides of the other parity than the export size's (an even export size gives
+    odd ones, which no size divisor divides: a traced graph that kept the export size's padding,
+    or none, shows there as a difference or another output size)."""
+    h, w = size
+    sizes = [(batch, (h, w))]
     if dynamic:
-        h, w = first
-        sizes += [(batch + 1, rounded(h + 16, w + 8)), (1, rounded(h + 17, w + 41)),
-                  (2, rounded(max(1, h // 2 + 1), max(1, w // 2 - 1)))]
+        sizes += [(batch + 1, (h + 16, w + 8)), (1, (h + 17, w + 41)), (2, (max(1, h // 2 + 1), max(1, w // 2 - 1)))]
     return sizes
 
 
@@ -90,8 +88,7 @@ def main(args: argparse.Namespace) -> int:
         require_onnx()  # refuse before any work when the extra is missing
     task, _ = load_trained_task(args.config, args.checkpoint, args.overrides)  # refuses NaN/inf weights
     module, kind, divisor_or_channels = task.deployable(args.direction)
-    divisor = divisor_or_channels if kind == "image" else 1
-    sizes = check_sizes(args.size, args.batch, divisor, args.dynamic)
+    sizes = check_sizes(args.size, args.batch, args.dynamic)
     example = example_inputs(kind, sizes[0][1], sizes[0][0], divisor_or_channels, seed=0)
     output = Path(args.output)
     if output.parent.exists() and not output.parent.is_dir():

@@ -11,6 +11,9 @@ A conditional GAN (pix2pix) writes <output>/<name>.png from each input; an uncon
 (DCGAN) writes --num images from noise drawn with --seed (no --input). A CycleGAN translates
 with the (EMA) generator of --direction AtoB or BtoA. A semantic synthesis task turns label maps
 (index PNGs, pixel values the class ids) into --samples images each (<name>_<k>.png for several).
+An option the task does not use is refused, naming it: the segmentation options (--mode, --crop,
+--stride, --tile-batch, --flip, --scales) on a GAN, --num/--seed where the generator does not
+draw from noise, --input where it does, --samples where it does not take label maps.
 """
 
 import argparse
@@ -33,6 +36,12 @@ from framework.runtime.cli import check_options, run
 from framework.tasks.base import GeneratorTask
 from framework.visualization.masks import overlay, write_index_mask, write_rgb
 
+DEFAULT_NUM = 16
+# Options read by one kind of task only (None when not given): given to another, they would be ignored.
+SEGMENTATION_OPTIONS = {"--mode": "mode", "--crop": "crop", "--stride": "stride", "--tile-batch": "tile_batch",
+                        "--flip": "flip", "--scales": "scales"}
+NOISE_OPTIONS = {"--num": "num", "--seed": "seed"}
+
 
 def parse_args() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -49,10 +58,11 @@ def parse_args() -> argparse.ArgumentParser:
     parser.add_argument("--batch-size", type=int, default=4, help="images per forward pass (same-size images)")
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N")
     parser.add_argument("--amp", action="store_true", help="autocast (float16 on CUDA, bfloat16 on CPU)")
-    parser.add_argument("--num", type=int, default=16, help="unconditional GAN: images to generate")
-    parser.add_argument("--samples", type=int, default=1,
-                        help="semantic synthesis: images per label map, each from other noise (seeds --seed, --seed + 1, ...)")
-    parser.add_argument("--seed", type=int, default=0, help="unconditional GAN: noise seed")
+    parser.add_argument("--num", type=int, help=f"unconditional GAN: images to generate (default {DEFAULT_NUM})")
+    parser.add_argument("--samples", type=int,
+                        help="semantic synthesis: images per label map, each from other noise (seeds --seed, --seed + 1, ...; "
+                             "default 1)")
+    parser.add_argument("--seed", type=int, help="unconditional GAN, semantic synthesis: noise seed (default 0)")
     parser.add_argument("--direction", choices=["AtoB", "BtoA"], help="CycleGAN: the generator to translate with")
     parser.add_argument("--progress", choices=["auto", "on", "off"], default="auto", help="progress bar")
     parser.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides")
@@ -184,6 +194,38 @@ def check_infer_options(args: argparse.Namespace) -> None:
                    "--seed": (args.seed, integer(0, max=SEED_MAX))})
 
 
+def given(args: argparse.Namespace, options: dict[str, str]) -> str:
+    return ", ".join(option for option, attribute in options.items() if getattr(args, attribute) is not None)
+
+
+def refuse_unused_options(task, args: argparse.Namespace) -> None:
+    """A ConfigError naming the options this task would ignore (its output would not change)."""
+    name = type(task).__name__
+    takes_label_maps = isinstance(task, GeneratorTask) and task.conditioning == "labels"
+    if args.samples is not None and not takes_label_maps:
+        raise ConfigError(f"--samples: {name} does not draw images from label maps; --samples is for semantic "
+                          "synthesis (SemanticSynthesisTask)")
+    if not isinstance(task, GeneratorTask):
+        if given(args, NOISE_OPTIONS):
+            raise ConfigError(f"{given(args, NOISE_OPTIONS)}: {name} segments --input images; --num and --seed "
+                              "are for a GAN that generates from noise (DCGAN)")
+        return
+    if given(args, SEGMENTATION_OPTIONS):
+        raise ConfigError(f"{given(args, SEGMENTATION_OPTIONS)}: {name} is a GAN, these options are for "
+                          "segmentation inference (tiles, test-time augmentation); a generator does not use them")
+    if task.conditioning == "noise":
+        if args.input:
+            raise ConfigError(f"--input: {name} generates from noise (--num, --seed); it takes no input images")
+    elif task.conditioning == "labels":
+        if args.num is not None:
+            raise ConfigError(f"--num: {name} draws --samples images from each --input label map; --num is for a "
+                              "GAN that generates from noise alone (DCGAN)")
+    elif given(args, NOISE_OPTIONS):
+        raise ConfigError(f"{given(args, NOISE_OPTIONS)}: {name} translates --input images "
+                          f"(conditioning: {task.conditioning}); --num and --seed are for a GAN that generates "
+                          "from noise (DCGAN)")
+
+
 def main(args: argparse.Namespace) -> None:
     check_infer_options(args)
     device = select_device(args.device)
@@ -194,6 +236,10 @@ def main(args: argparse.Namespace) -> None:
                           "translates both ways (CycleGANTask)")
     if not segmentation:
         task.check_direction(args.direction)
+    refuse_unused_options(task, args)
+    args.num = DEFAULT_NUM if args.num is None else args.num
+    args.seed = 0 if args.seed is None else args.seed
+    args.samples = 1 if args.samples is None else args.samples
     output = Path(args.output)
     unconditional = not segmentation and task.conditioning == "noise"
     if not unconditional and not args.input:

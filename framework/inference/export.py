@@ -3,9 +3,11 @@ and check the exported file against PyTorch on the same inputs.
 
 What the exported models take and return (float32, RGB, N x C x H x W):
 - segmentation: images with values 0..255 (a uint8 image cast to float) -> logits; the task's
-  mean/std normalisation is inside the model. Sides must be multiples of the network's size
-  divisor (UNet: 2**depth); tools/infer.py pads for you, an exported model does not.
-- conditional GAN (pix2pix): images 0..255 -> generated images in [0, 1].
+  mean/std normalisation is inside the model.
+- conditional GAN (pix2pix, CycleGAN): images 0..255 -> generated images in [0, 1].
+Image inputs may have any height and width: inside the exported graph they are padded to the
+network's size divisor and the output cropped back, as tools/infer.py does, so the exported model
+and infer give the same size and values for the same image.
 - unconditional GAN (DCGAN): noise N x latent_dim x 1 x 1 -> generated images in [0, 1].
 
 ONNX uses torch's TorchScript-based exporter (`dynamo=False`: seconds instead of tens of
@@ -21,37 +23,60 @@ from pathlib import Path
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from framework.errors import ConfigError
+from framework.inference.settings import network_size_divisor
 
 FORMATS = ("onnx", "torchscript")
 INPUT_NAME, OUTPUT_NAME = "input", "output"
 
 
-class NormalizedSegmenter(nn.Module):
-    def __init__(self, model: nn.Module, mean: torch.Tensor, std: torch.Tensor):
+def traceable_pad(x: torch.Tensor, divisor: int) -> torch.Tensor:
+    """Zero-pad the bottom and right of N x C x H x W to multiples of `divisor` (what
+    inference.segmentation.pad_to_multiple does) in a form a trace keeps for every size: a fixed
+    pad of divisor - 1, then a slice whose end is computed from the traced input size. Python
+    arithmetic on the pad amounts, or a branch on them, would freeze the export size's padding."""
+    if divisor == 1:
+        return x
+    height, width = x.shape[-2], x.shape[-1]
+    padded = F.pad(x, (0, divisor - 1, 0, divisor - 1))
+    return padded[..., :(height + divisor - 1) // divisor * divisor, :(width + divisor - 1) // divisor * divisor]
+
+
+class PaddedNetwork(nn.Module):
+    """`network` on inputs of any size: padded to its size divisor, the output cropped back."""
+
+    def __init__(self, network: nn.Module):
         super().__init__()
-        self.model = model
+        self.network = network
+        self.size_divisor = network_size_divisor(network)
+
+    def run_padded(self, x: torch.Tensor) -> torch.Tensor:
+        height, width = x.shape[-2], x.shape[-1]
+        return self.network(traceable_pad(x, self.size_divisor))[..., :height, :width]
+
+
+class NormalizedSegmenter(PaddedNetwork):
+    def __init__(self, model: nn.Module, mean: torch.Tensor, std: torch.Tensor):
+        super().__init__(model)
         self.register_buffer("mean", mean.detach().clone().float())
         self.register_buffer("std", std.detach().clone().float())
 
     def forward(self, image: torch.Tensor) -> torch.Tensor:
-        return self.model((image - self.mean) / self.std)
+        # padded after normalisation (with zeros, i.e. the mean colour), as SegmentationPredictor does
+        return self.run_padded((image - self.mean) / self.std)
 
 
-class ImageTranslator(nn.Module):
-    def __init__(self, generator: nn.Module):
-        super().__init__()
-        self.generator = generator
-
+class ImageTranslator(PaddedNetwork):
     def forward(self, image: torch.Tensor) -> torch.Tensor:
-        return ((self.generator(image / 127.5 - 1) + 1) / 2).clamp(0, 1)
+        return ((self.run_padded(image / 127.5 - 1) + 1) / 2).clamp(0, 1)
 
 
-class NoiseToImage(ImageTranslator):
+class NoiseToImage(PaddedNetwork):
     def forward(self, noise: torch.Tensor) -> torch.Tensor:
-        return ((self.generator(noise) + 1) / 2).clamp(0, 1)
+        return ((self.network(noise) + 1) / 2).clamp(0, 1)
 
 
 def example_inputs(kind: str, size: tuple[int, int], batch: int, channels: int, seed: int) -> torch.Tensor:
