@@ -60,6 +60,36 @@ def test_infer_refuses_a_label_outside_the_classes_naming_the_file(run, tmp_path
     assert not list((tmp_path / "out").glob("*.png"))
 
 
+@pytest.mark.parametrize("fmt", ["onnx", "torchscript"])
+def test_export_takes_label_maps_and_noise_of_any_size(run, tmp_path, fmt):
+    import torch
+
+    from framework.engine.trained import load_trained_task
+    from framework.inference.export import run_exported
+
+    output = tmp_path / f"generator.{fmt}"
+    result = call_tool("export", *args(run), "--format", fmt, "--dynamic", "--size", "32", "32", "--output", output)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count("max abs difference") == 4  # the export size and three more, odd sides among them
+    name, work_dir, extra = run
+    task, _ = load_trained_task(str(CONFIGS[name]), str(work_dir / "checkpoints" / "iter_2.pth"), [*TINY, *extra])
+    draw = torch.Generator().manual_seed(3)
+    labels = torch.randint(0, 7, (2, 29, 35), generator=draw).float()
+    labels[0, :4, :4] = 255
+    noise = torch.randn(2, 16, generator=draw)
+    module, _, _ = task.deployable()
+    with torch.no_grad():
+        expected = module(labels, noise).numpy()
+    exported = run_exported(output, fmt, (labels, noise), "labels")
+    assert exported.shape == (2, 3, 29, 35) and np.abs(exported - expected).max() <= 1e-4
+
+
+def test_samples_and_num_are_refused_where_they_mean_nothing(run, tmp_path):
+    result = call_tool("infer", *args(run), "--input", tmp_path / "x.png", "--output", tmp_path / "out", "--num", "3")
+    assert result.returncode != 0
+    assert "--num: SemanticSynthesisTask draws --samples images from each --input label map" in result.stderr
+
+
 def test_analyze_model_and_test_run_on_it(run, tmp_path):
     result = call_tool("analyze_model", *args(run), "--size", "32", "32", "--depth", "0", "--json", tmp_path / "a.json")
     assert result.returncode == 0, result.stderr

@@ -70,15 +70,16 @@ def check_sizes(size: list[int], batch: int, dynamic: bool) -> list[tuple[int, t
     return sizes
 
 
-def compare(module, staged: Path, args, kind: str, divisor_or_channels: int, sizes) -> tuple[float, tuple]:
+def compare(module, staged: Path, args, kind: str, divisor_or_channels: int, sizes,
+            noise_dim: int = 0) -> tuple[float, tuple]:
     """(worst max abs difference, the input shape it was found at); NaN when an output is not finite."""
     worst, where = 0.0, ()
     for seed, (batch, size) in enumerate(sizes, start=1):
-        inputs = example_inputs(kind, size, batch, divisor_or_channels, seed)
-        difference = max_difference(module, staged, args.format, inputs)
-        print(f"{args.format} vs PyTorch on input {tuple(inputs.shape)}: max abs difference {difference:.3e}")
+        inputs = example_inputs(kind, size, batch, divisor_or_channels, seed, noise_dim)
+        difference = max_difference(module, staged, args.format, inputs, kind)
+        print(f"{args.format} vs PyTorch on input {tuple(inputs[0].shape)}: max abs difference {difference:.3e}")
         if not (difference <= worst):  # NaN (a non-finite output) wins over any number
-            worst, where = difference, tuple(inputs.shape)
+            worst, where = difference, tuple(inputs[0].shape)
     return worst, where
 
 
@@ -88,27 +89,28 @@ def main(args: argparse.Namespace) -> int:
         require_onnx()  # refuse before any work when the extra is missing
     task, _ = load_trained_task(args.config, args.checkpoint, args.overrides)  # refuses NaN/inf weights
     module, kind, divisor_or_channels = task.deployable(args.direction)
+    noise_dim = module.noise_dim if kind == "labels" else 0  # a label-map generator's second input
     sizes = check_sizes(args.size, args.batch, args.dynamic)
-    example = example_inputs(kind, sizes[0][1], sizes[0][0], divisor_or_channels, seed=0)
+    example = example_inputs(kind, sizes[0][1], sizes[0][0], divisor_or_channels, 0, noise_dim)
     output = Path(args.output)
     if output.parent.exists() and not output.parent.is_dir():
         raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(output.parent))
     staged = output.with_name(f".{output.name}.unchecked-{os.getpid()}")  # at --output only once checked
     try:
         try:
-            export(module, example, staged, args.format, args.dynamic)
+            export(module, example, staged, args.format, args.dynamic, kind)
         except OSError as err:  # name the file the user asked for, not the temporary one
             ours = str(err.filename or "").startswith(str(staged))
             raise OSError(err.errno, err.strerror, str(output) if ours else err.filename) from err
         atol = args.atol if args.atol is not None else DEFAULT_ATOL[args.format]
-        worst, where = compare(module, staged, args, kind, divisor_or_channels, sizes)
+        worst, where = compare(module, staged, args, kind, divisor_or_channels, sizes, noise_dim)
         if math.isnan(worst):
             print(f"error: the exported model or PyTorch gives non-finite outputs on input {where}; "
                   f"nothing written to {output}", file=sys.stderr)
             return 1
         if not worst <= atol:
             dynamic = " (--dynamic: the traced graph does not follow this input size; export at the size you " \
-                      "deploy, without --dynamic)" if args.dynamic and kind == "image" and where[2:] != sizes[0][1] else ""
+                      "deploy, without --dynamic)" if args.dynamic and kind != "noise" and where[-2:] != sizes[0][1] else ""
             print(f"error: the exported model differs from PyTorch by {worst:.3e} > --atol {atol:g} on input "
                   f"{where}{dynamic}; nothing written to {output}", file=sys.stderr)
             return 1

@@ -17,6 +17,7 @@ optional extra `pip install -e ".[export]"` and are imported only here, when ask
 
 from __future__ import annotations
 
+import copy
 import os
 import warnings
 from pathlib import Path
@@ -79,11 +80,45 @@ class NoiseToImage(PaddedNetwork):
         return ((self.network(noise) + 1) / 2).clamp(0, 1)
 
 
-def example_inputs(kind: str, size: tuple[int, int], batch: int, channels: int, seed: int) -> torch.Tensor:
+def example_inputs(kind: str, size: tuple[int, int], batch: int, channels: int, seed: int,
+                   noise_dim: int = 0) -> tuple[torch.Tensor, ...]:
+    """The exported module's inputs: images 0..255, noise, or label maps of class ids (0..channels - 1)
+    with noise of `noise_dim` (none when 0)."""
     generator = torch.Generator().manual_seed(seed)
     if kind == "noise":
-        return torch.randn(batch, channels, 1, 1, generator=generator)
-    return torch.randint(0, 256, (batch, 3, *size), generator=generator).float()
+        return (torch.randn(batch, channels, 1, 1, generator=generator),)
+    if kind == "labels":
+        labels = torch.randint(0, channels, (batch, *size), generator=generator).float()
+        return (labels, torch.randn(batch, noise_dim, generator=generator)) if noise_dim else (labels,)
+    return (torch.randint(0, 256, (batch, 3, *size), generator=generator).float(),)
+
+
+def input_axes(kind: str, count: int) -> dict[str, dict[int, str]]:
+    """{input name: its dynamic axes}: the images' or label maps' batch, height and width; the noise's batch."""
+    if kind == "labels":
+        return {"labels": {0: "batch", 1: "height", 2: "width"}, "noise": {0: "batch"}} if count == 2 else \
+            {"labels": {0: "batch", 1: "height", 2: "width"}}
+    return {INPUT_NAME: {0: "batch", 2: "height", 3: "width"}}
+
+
+def without_parametrizations(module: nn.Module) -> nn.Module:
+    """`module`, or a copy with every parametrization (spectral norm's, whose sigma needs an
+    operator ONNX lacks) replaced by the weight it gives now: the same outputs in eval mode."""
+    from torch.nn.utils import parametrize
+
+    if not any(parametrize.is_parametrized(sub) for sub in module.modules()):
+        return module
+    baked = copy.deepcopy(module)
+    for sub in baked.modules():
+        if parametrize.is_parametrized(sub):
+            # A copy shares its parametrized class with the original, and removing a parametrization
+            # edits that class: give the copy a class of its own first.
+            cls = type(sub)
+            namespace = {k: v for k, v in cls.__dict__.items() if k not in ("__dict__", "__weakref__")}
+            sub.__class__ = type(cls.__name__, cls.__bases__, namespace)
+            for name in list(sub.parametrizations):
+                parametrize.remove_parametrizations(sub, name, leave_parametrized=True)
+    return baked
 
 
 def require_onnx():
@@ -96,21 +131,24 @@ def require_onnx():
     return onnxruntime
 
 
-def export(module: nn.Module, example: torch.Tensor, path: Path, fmt: str, dynamic: bool) -> None:
+def export(module: nn.Module, example: tuple[torch.Tensor, ...], path: Path, fmt: str, dynamic: bool,
+           kind: str = "image") -> None:
     """Write the exported model to `path` (through a temp file: never a partial file at `path`)."""
     if fmt not in FORMATS:
         raise ConfigError(f"--format: one of {FORMATS}, got {fmt!r}")
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     try:
+        module = without_parametrizations(module)
         with warnings.catch_warnings(), torch.no_grad():
             warnings.simplefilter("ignore")  # tracer and deprecation notices, not the user's concern
             if fmt == "onnx":
                 require_onnx()
-                axes = {0: "batch", 2: "height", 3: "width"} if dynamic else {}
-                torch.onnx.export(module, (example,), str(tmp), input_names=[INPUT_NAME],
-                                  output_names=[OUTPUT_NAME], opset_version=17, dynamo=False,
-                                  dynamic_axes={INPUT_NAME: axes, OUTPUT_NAME: axes} if dynamic else None)
+                axes = input_axes(kind, len(example))
+                output_axes = {0: "batch", 2: "height", 3: "width"}
+                torch.onnx.export(module, example, str(tmp), input_names=list(axes), output_names=[OUTPUT_NAME],
+                                  opset_version=17, dynamo=False,
+                                  dynamic_axes={**axes, OUTPUT_NAME: output_axes} if dynamic else None)
             else:
                 torch.jit.save(torch.jit.trace(module, example), str(tmp))
         os.replace(tmp, path)
@@ -118,21 +156,25 @@ def export(module: nn.Module, example: torch.Tensor, path: Path, fmt: str, dynam
         tmp.unlink(missing_ok=True)
 
 
-def run_exported(path: Path, fmt: str, inputs: torch.Tensor) -> np.ndarray:
-    """The exported model's output on `inputs`, computed by onnxruntime or the TorchScript runtime."""
+def run_exported(path: Path, fmt: str, inputs: tuple[torch.Tensor, ...], kind: str = "image") -> np.ndarray:
+    """The exported model's output on `inputs` (one tensor, or a tuple: label maps and noise),
+    computed by onnxruntime or the TorchScript runtime."""
+    inputs = (inputs,) if isinstance(inputs, torch.Tensor) else tuple(inputs)
     if fmt == "onnx":
         session = require_onnx().InferenceSession(str(path), providers=["CPUExecutionProvider"])
-        return session.run(None, {INPUT_NAME: inputs.numpy()})[0]
+        return session.run(None, dict(zip(input_axes(kind, len(inputs)), (x.numpy() for x in inputs))))[0]
     with warnings.catch_warnings(), torch.no_grad():
         warnings.simplefilter("ignore")
-        return torch.jit.load(str(path), map_location="cpu")(inputs).numpy()
+        return torch.jit.load(str(path), map_location="cpu")(*inputs).numpy()
 
 
-def max_difference(module: nn.Module, path: Path, fmt: str, inputs: torch.Tensor) -> float:
+def max_difference(module: nn.Module, path: Path, fmt: str, inputs: tuple[torch.Tensor, ...],
+                   kind: str = "image") -> float:
     """Max absolute difference between PyTorch and the exported model on the same inputs."""
+    inputs = (inputs,) if isinstance(inputs, torch.Tensor) else tuple(inputs)
     with torch.no_grad():
-        reference = module(inputs).numpy()
-    exported = run_exported(path, fmt, inputs)
+        reference = module(*inputs).numpy()
+    exported = run_exported(path, fmt, inputs, kind)
     if exported.shape != reference.shape:
         raise ConfigError(f"{path}: output shape {exported.shape}, PyTorch gives {reference.shape}")
     return float(np.abs(exported - reference).max())

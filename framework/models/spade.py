@@ -164,9 +164,11 @@ class SPADEGenerator(nn.Module):
 
     def forward(self, labels: torch.Tensor, noise: torch.Tensor | None = None) -> torch.Tensor:
         condition = self.conditioning(labels, noise)
-        # Any label-map size the depth allows (inference may use another size than training's).
-        height, width = start_size(tuple(labels.shape[-2:]), len(self.blocks) - 1)
-        x = self.first(F.interpolate(condition, size=(height, width), mode="nearest"))
+        # Any label-map size the depth allows (inference may use another size than training's):
+        # checked here, then resized by a factor, not to a size, so that a traced export keeps
+        # following the input's size (nearest by 1/2**depth picks the same pixels as by size).
+        start_size(tuple(labels.shape[-2:]), len(self.blocks) - 1)
+        x = self.first(F.interpolate(condition, scale_factor=1 / self.size_divisor, mode="nearest"))
         for i, block in enumerate(self.blocks):
             x = block(x, condition)
             if i < len(self.blocks) - 1:
