@@ -5,6 +5,7 @@ feature matching, the perceptual loss and WGAN-GP by config in CycleGAN, against
 terms."""
 
 import copy
+import re
 
 import pytest
 import torch
@@ -186,3 +187,50 @@ def test_a_loss_that_reads_labels_is_refused_where_batches_have_none(task_type):
     with pytest.raises(ConfigError, match=rf"task \({task_type}\): gan_loss: OASISLoss reads a label map, which this "
                                           r"task's batches do not have \(SemanticSynthesisTask's do\)"):
         TASKS.build({"type": task_type, "gan_loss": "oasis", **networks}, path="task")
+
+
+@pytest.mark.parametrize("decay, start, message", [
+    (1.0, 0, "ema_decay must be in [0, 1) or null, got 1.0"), (True, 0, "ema_decay must be in [0, 1) or null, got True"),
+    (-0.1, 0, "ema_decay must be in [0, 1) or null, got -0.1"), (0.5, -1, "ema_start must be an integer >= 0, got -1"),
+    (0.5, 1.5, "ema_start must be an integer >= 0, got 1.5"), (0.5, True, "ema_start must be an integer >= 0, got True"),
+])
+def test_the_ema_refuses_a_decay_or_start_outside_its_range(decay, start, message):
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        EMA({"net": Shift()}, decay=decay, start=start)
+    assert EMA({"net": Shift()}, decay=0.0, start=0).decay == 0.0  # the lower ends are accepted
+
+
+def test_the_adversarys_defaults_and_its_first_d_loss_before_any_step():
+    adversary = Adversary()
+    assert (adversary.loss.name, adversary.d_weight, adversary.adv_weight, adversary.gp_weight, adversary.r1.weight,
+            adversary.r1.interval, adversary.d_steps.value) == ("vanilla", 1.0, 1.0, 10.0, 0.0, 1, 0)
+    penalised = Adversary(r1_weight=1.0)
+    real, fake = torch.rand(2, 3, 8, 8), torch.rand(2, 3, 8, 8)
+    _, logs = penalised.d_loss(nn.Conv2d(3, 1, 3), real, fake)  # no D step counted yet: no R1 due
+    assert "loss_d_r1" not in logs and {"d_real_logit", "d_fake_logit", "fake_spread"} <= set(logs)  # details by default
+    penalised.start_d_step()
+    _, logs = penalised.d_loss(nn.Conv2d(3, 1, 3), real, fake, details=False)
+    assert "loss_d_r1" in logs and "d_real_logit" not in logs
+
+
+def test_a_task_with_labels_must_give_them_to_a_loss_that_reads_them():
+    adversary = Adversary("oasis", has_labels=True)
+    with pytest.raises(ValueError, match="^OASISLoss reads the label map, which this task does not give it$"):
+        adversary.d_loss(nn.Conv2d(3, 4, 3), torch.rand(1, 3, 8, 8), torch.rand(1, 3, 8, 8))
+    with pytest.raises(ValueError, match="^d_weight must be a finite number >= 0, got True$"):
+        Adversary(d_weight=True)
+
+
+def test_a_regularizer_gets_ds_outputs_on_the_reals_and_the_fakes():
+    seen = {}
+
+    def regularizer(real_output, fake_output):
+        seen["real"], seen["fake"] = real_output, fake_output
+        return {"loss_d_extra": real_output.mean() * 0 + 2.0}
+
+    discriminator = nn.Conv2d(3, 1, 3)
+    real, fake = torch.rand(2, 3, 8, 8), torch.rand(2, 3, 8, 8) + 5
+    loss, logs = Adversary("lsgan").d_loss(discriminator, real, fake, regularizer=regularizer)
+    torch.testing.assert_close(seen["real"], discriminator(real))
+    torch.testing.assert_close(seen["fake"], discriminator(fake))
+    torch.testing.assert_close(loss, logs["loss_d_real"] + logs["loss_d_fake"] + 2.0)
