@@ -10,6 +10,7 @@ import torch
 import torch.nn.functional as F
 
 import framework  # noqa: F401  (fills the registries)
+import framework.visualization.palette
 from framework.errors import ConfigError
 from framework.losses.feature_matching import FeatureMatchingLoss
 from framework.losses.oasis import (
@@ -175,3 +176,74 @@ def test_configuration_mistakes_are_one_line(extra, message):
             "num_classes": CLASSES, **extra}
     with pytest.raises(ConfigError, match=message):
         TASKS.build(node, path="task")
+
+
+def test_the_defaults():
+    task = SemanticSynthesisTask(generator(), patch_discriminator(), CLASSES)
+    adversary = task.adversary
+    assert (adversary.loss.name, adversary.d_weight, adversary.adv_weight, adversary.r1.weight, adversary.r1.interval,
+            adversary.augment, adversary.feature_matching, task.perceptual, task.labelmix_weight, task.ema,
+            task.ignore_index) == ("hinge", 1.0, 1.0, 0.0, 1, None, None, None, 0.0, None, 255)
+    assert task.judges_pairs and not task.uses_double_backward
+    assert torch.equal(task.palette, torch.from_numpy(framework.visualization.palette.default_palette(CLASSES)))
+
+
+def test_two_micro_batches_equal_the_whole_batch_in_process():
+    """Every D micro-batch and the D step, then every G micro-batch with its fake drawn again under
+    the same random state, and the G step: what one batch twice as large does."""
+    torch.manual_seed(0)
+    nets = (generator(), patch_discriminator())
+    whole = SemanticSynthesisTask(*copy.deepcopy(nets), CLASSES, feature_matching=FeatureMatchingLoss(10.0))
+    split = SemanticSynthesisTask(*copy.deepcopy(nets), CLASSES, feature_matching=FeatureMatchingLoss(10.0))
+    data = batch()
+    halves = [{key: value[i:i + 1] for key, value in data.items()} for i in range(2)]
+    torch.manual_seed(3)
+    whole_logs = whole.train_iteration([data], sgd(whole))
+    torch.manual_seed(3)
+    split_logs = split.train_iteration(halves, sgd(split))
+    for (name, a), b in zip(whole.named_parameters(), split.parameters()):
+        torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-6, msg=named(name))
+    for key in ("loss_d", "loss_g", "loss_g_fm"):
+        torch.testing.assert_close(split_logs[key], whole_logs[key], rtol=1e-4, atol=1e-6, msg=named(key))
+
+
+def test_generator_inputs_are_seeded_class_maps_and_noise():
+    task = SemanticSynthesisTask(generator(), patch_discriminator(), CLASSES)
+    one_hot, noise = task.generator_inputs(2, 8, 12, seed=4)
+    again, _ = task.generator_inputs(2, 8, 12, seed=4)
+    other, _ = task.generator_inputs(2, 8, 12, seed=5)
+    assert one_hot.shape == (2, CLASSES, 8, 12) and noise.shape == (2, NOISE)
+    assert torch.equal(one_hot, again) and not torch.equal(one_hot, other)
+    assert torch.equal(one_hot.sum(dim=1), torch.ones(2, 8, 12))  # one class per pixel
+    without = SemanticSynthesisTask(generator(noise_dim=0), patch_discriminator(), CLASSES)
+    assert len(without.generator_inputs(1, 8, 8)) == 1 and without.noise_shape is None
+
+
+def test_rows_show_the_label_map_both_draws_and_the_real_image(tmp_path):
+    import cv2
+
+    torch.manual_seed(0)
+    task = SemanticSynthesisTask(generator(), patch_discriminator(), CLASSES).eval()
+    data = batch()
+    with torch.no_grad():
+        outputs = task.val_step(data)
+    grid = task.visualize(data, outputs, max_images=1)["samples"]
+    assert grid.shape == (3, SIZE, 4 * SIZE)
+    colours = task.palette[data["mask"][0, 5, 5].long()].float() / 255
+    torch.testing.assert_close(grid[:, 5, 5], colours)  # the label map, in the palette's colours
+    torch.testing.assert_close(grid[:, :, SIZE:2 * SIZE], outputs["fake"][0])
+    torch.testing.assert_close(grid[:, :, 2 * SIZE:3 * SIZE], outputs["fake_alt"][0])
+    torch.testing.assert_close(grid[:, :, 3 * SIZE:], outputs["real"][0])
+    task.save_visuals(data, outputs, tmp_path)
+    assert cv2.imread(str(tmp_path / "b.png")).shape == (SIZE, 4 * SIZE, 3)
+
+
+def test_the_exported_module_lights_the_dont_care_channel():
+    g = SPADEGenerator(CLASSES, contain_dontcare_label=True, image_size=SIZE, base_channels=4, num_up_layers=2,
+                       noise_dim=0, spectral_norm=False, spade_hidden=8)
+    task = SemanticSynthesisTask(g, patch_discriminator(), CLASSES).eval()
+    module, _, _ = task.deployable()
+    labels = batch()["mask"].long()
+    with torch.no_grad():
+        expected = ((g(one_hot_labels(labels, CLASSES, 255, True)) + 1) / 2).clamp(0, 1)
+        torch.testing.assert_close(module(labels.float()), expected)
