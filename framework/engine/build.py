@@ -26,6 +26,7 @@ from framework.engine.loggers import LoggerGroup, build_loggers
 from framework.engine.nonfinite import NonFiniteGuard
 from framework.engine.random_state import seed_everything
 from framework.engine.resume import accumulate_on_resume, checkpoint_to_resume, resume_trainer
+from framework.engine.startup_check import check_first_step, first_training_batch
 from framework.engine.stop import stop_signals
 from framework.engine.trainer import Trainer
 from framework.errors import ConfigError
@@ -57,12 +58,13 @@ def build_trainer(cfg: DictConfig, work_dir: str, resume: str | bool | None = No
     tune_malloc(plain["malloc_tuning"])
     resume_from = checkpoint_to_resume(work_dir, resume, plain["auto_resume"])
     train_loader, val_loader = build_loaders(plain, device)
+    first_batch = first_training_batch(train_loader, val_loader, device)  # a failing pipeline, mixed sizes
     if resume_from is not None:  # on another number of processes: the same global batch
         plain["train"]["accumulate"] = accumulate_on_resume(*resume_from, get_world_size(), train_loader.batch_size,
                                                             plain["train"]["accumulate"], allow_new_world_size)
     log_device_defaults(plain, device, train_loader)
     max_iters = total_iterations(plain["train"], len(train_loader))
-    task = build_networks(plain, device, work_dir, load_pretrained=resume_from is None)
+    task = build_networks(plain, device, work_dir, load_pretrained=resume_from is None, first_batch=first_batch)
     resolve_auto_class_weights(task, train_loader.dataset, work_dir, plain["data"]["train"]["dataset"], device,
                                workers=train_loader.num_workers)  # `weight: auto` losses, before DDP
     amp_dtype = autocast_dtype(plain["amp"], device)
@@ -137,13 +139,16 @@ def build_task(cfg: dict, device: torch.device):
     return TASKS.build(cfg["task"], path="task").to(device)
 
 
-def build_networks(cfg: dict, device: torch.device, work_dir: str, load_pretrained: bool):
-    """The task, its networks frozen/kept in eval as configured, pretrained weights loaded
-    (not when resuming: the checkpoint holds the weights), SyncBN, channels_last, compiled."""
+def build_networks(cfg: dict, device: torch.device, work_dir: str, load_pretrained: bool, first_batch=None):
+    """The task, its networks frozen/kept in eval as configured, the first step's forward tried on
+    `first_batch` (engine/startup_check.py), pretrained weights loaded (not when resuming: the
+    checkpoint holds the weights), SyncBN, channels_last, compiled."""
     task = build_task(cfg, device)
     networks = network_settings.configured_networks(task)
     for _, network, settings in networks:
         network_settings.freeze_and_keep_eval(network, settings)  # before the optimizers pick parameters
+    if first_batch is not None:  # before the load report is written, and before compile would trace it
+        check_first_step(task, first_batch, cfg["task"])
     if load_pretrained:
         pretrained.load_pretrained(task, cfg.get("load_from"), work_dir, write_report=is_main())
     elif cfg.get("load_from") or any("init" in settings for _, _, settings in networks):
