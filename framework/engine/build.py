@@ -1,7 +1,8 @@
 """From a validated config to a ready Trainer, in named stages (and the pieces tools/test.py reuses).
 
 The order of `build_trainer` matters and is the one place to read it:
-loaders -> networks (task, frozen/norm_eval, pretrained unless resuming, SyncBN, channels_last)
+loaders -> the first two samples -> networks (task, frozen/norm_eval, the first step's forward on those samples,
+pretrained unless resuming, SyncBN, channels_last)
 -> optimizers (+ GradScaler) -> DDP (rank 0's weights broadcast) -> hooks (before the first file) -> loggers (rank 0)
 -> Trainer -> resume -> run summary. The process group is the caller's (tools/train.py).
 """
