@@ -185,3 +185,17 @@ def test_an_error_outside_the_task_keys_names_the_task():
                                           r".* \(the first training step, on the first two samples of "
                                           r"data\.train\.dataset\)$"):
         check_first_step(task, batch, ["model", "loss"])
+
+
+def test_a_component_counting_its_calls_counts_none_from_the_check():
+    """A loss that turns NaN at its 3rd training call (tests/probes.py) still does: the check's
+    call is taken back with the python numbers the task's modules hold."""
+    import probes  # noqa: F401 (NaNAtIteration)
+
+    task = build_task({"task": {"type": "SegmentationTask", "num_classes": 2, "loss": {
+        "type": "NaNAtIteration", "iteration": 3, "loss": {"type": "CrossEntropyLoss"}},
+        "model": {"type": "UNet", "in_channels": 3, "num_classes": 2, "base_channels": 4, "depth": 1}}},
+        torch.device("cpu"))
+    batch = {"image": torch.zeros(2, 3, 8, 8, dtype=torch.uint8), "mask": torch.zeros(2, 8, 8, dtype=torch.long)}
+    check_first_step(task, batch, ["model", "loss"])
+    assert task.loss.calls == 0

@@ -24,8 +24,8 @@ after the work dir, the logs and the pretrained-weights report exist. Two stages
 
 The step runs under no_grad unless the task differentiates a gradient (R1, WGAN-GP), and no
 backward runs. What it changes is put back: buffers (BatchNorm statistics, DiffAugment's p, step
-counts), frozen weights (the EMA copies), each rank's own state (image pools) and the random
-generators. It runs once per run (one forward of batch 2), never in the loop.
+counts), frozen weights (the EMA copies), the python numbers the task's modules hold (a loss
+counting its calls), each rank's own state (image pools) and the random generators. It runs once per run (one forward of batch 2), never in the loop.
 """
 
 from __future__ import annotations
@@ -186,18 +186,23 @@ def _first_line(err: Exception) -> str:
     return text.splitlines()[0]
 
 
-def _restorable_state(task: nn.Module) -> tuple[dict, dict, dict]:
+def _restorable_state(task: nn.Module) -> tuple:
     """What a forward-only step can change: every state entry but the trained weights (buffers,
-    frozen and EMA weights, step counts), each rank's own state, the random generators."""
+    frozen and EMA weights, step counts), the python numbers the task's modules hold (a component
+    counting its calls), each rank's own state, the random generators."""
     trained = {id(p) for p in task.parameters() if p.requires_grad}
     state = {key: value.detach().clone() for key, value in task.state_dict(keep_vars=True).items()
              if id(value) not in trained}
-    return state, copy.deepcopy(task.rank_state_dict()), rng_state()
+    numbers = [(module, {key: value for key, value in vars(module).items() if type(value) in (int, float, bool)})
+               for module in task.modules()]
+    return state, numbers, copy.deepcopy(task.rank_state_dict()), rng_state()
 
 
-def _restore(task: nn.Module, saved: tuple[dict, dict, dict]) -> None:
-    state, rank_state, generators = saved
+def _restore(task: nn.Module, saved: tuple) -> None:
+    state, numbers, rank_state, generators = saved
     task.load_state_dict(state, strict=False)
+    for module, values in numbers:
+        vars(module).update(values)
     if rank_state:
         task.load_rank_state_dict(rank_state)
     set_rng_state(generators)
