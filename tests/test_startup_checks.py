@@ -70,13 +70,14 @@ def write_photos(root, turned: bool):
         Image.fromarray(np.zeros(shown, np.uint8)).save(root / "masks" / f"{name}.png")
 
 
-@pytest.mark.parametrize("turned", [False, True])
-def test_photos_turned_by_their_exif_orientation_without_a_resize_are_named(tmp_path, turned):
+@pytest.mark.parametrize("turned, batch_size", [(False, 2), (True, 1), (True, 2)])
+def test_photos_turned_by_their_exif_orientation_without_a_resize_are_named(tmp_path, turned, batch_size):
+    """Refused when a batch would hold both; one size, or batches of one sample, train."""
     write_photos(tmp_path / "photos", turned)
     dataset = (f"data.train.dataset={{type: ImageMaskFolder, root: {tmp_path / 'photos'}, "
                "classes: [background, circle, rectangle, triangle]}")
-    overrides = [*TINY_UNET_RUN, dataset, "data.train.batch_size=2"]
-    if not turned:  # one size: the run trains
+    overrides = [*TINY_UNET_RUN, dataset, f"data.train.batch_size={batch_size}"]
+    if not turned or batch_size == 1:
         result = call_tool("train", "--config", SEGMENTATION_CONFIG, "--work-dir", tmp_path / "run", *overrides,
                            "train.max_iters=1", "train.val_interval=1", "train.ckpt_interval=1")
         assert result.returncode == 0, result.stderr

@@ -43,18 +43,21 @@ from framework.errors import ConfigError, UserError
 
 
 def first_training_batch(train_loader, val_loader, device: torch.device) -> dict | None:
-    """Two training samples collated (on `device`) after the checks above; None for a dataset
+    """Two training samples collated (on `device`) after the checks above (one when the loader's
+    batch_size is 1: its batches never hold two samples, of one size or not); None for a dataset
     whose samples are not dicts (a custom format: left to the first step)."""
     state = rng_state()
     try:
-        samples = [_sample(train_loader.dataset, index, "data.train.dataset") for index in range(2)]
+        count = min(2, train_loader.batch_size)
+        samples = [_sample(train_loader.dataset, index, "data.train.dataset") for index in range(count)]
         if val_loader is not None and len(val_loader.dataset):
             _sample(val_loader.dataset, 0, "data.val.dataset")
     finally:
         set_rng_state(state)
     if not all(isinstance(sample, dict) for sample in samples):
         return None
-    _check_same_sizes(samples, "data.train.dataset")
+    if count > 1:
+        _check_same_sizes(samples, "data.train.dataset")
     return move_to_device(default_collate(samples), device)
 
 
