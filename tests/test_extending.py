@@ -63,7 +63,8 @@ def test_a_plain_dataset_next_to_a_config_trains_from_any_working_directory(tmp_
                        "data.train.num_workers=0")
     assert result.returncode == 0, result.stderr
     seen = sys.modules["my_modules"].__dict__[name].seen
-    assert len(seen) == 2 * 4 and all(type(i) is int and 0 <= i < 12 for i in seen)  # 2 batches of 4 ints
+    assert seen[:2] == [0, 1]  # the start-up check's two samples (framework/engine/startup_check.py)
+    assert len(seen) == 2 + 2 * 4 and all(type(i) is int and 0 <= i < 12 for i in seen)  # then 2 batches of 4 ints
 
 
 def test_the_sampler_yields_seeds_only_to_datasets_that_ask():

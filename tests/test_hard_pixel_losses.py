@@ -159,8 +159,12 @@ def test_a_class_with_a_single_pixel_counts_in_tversky():
 
 def test_a_focal_loss_shape_error_names_the_focal_loss():
     logits, target = batch("multiclass")
-    with pytest.raises(ValueError, match=r"^FocalLoss \(multilabel\): target \(2, 4, 5\) does not match logits"):
+    with pytest.raises(ValueError, match=r"^FocalLoss mode: multilabel takes a 0/1 target per class \(N x C x H x W\), "
+                                         r"but the target is class ids \(2, 4, 5\) for logits \(2, 3, 4, 5\); use "
+                                         r"mode: multiclass$"):
         FocalLoss("multilabel")(logits, target)
+    with pytest.raises(ValueError, match=r"^FocalLoss \(multilabel\): target \(2, 3, 4, 6\) does not match logits"):
+        FocalLoss("multilabel")(logits, torch.zeros(2, 3, 4, 6))
 
 
 def test_the_boundaries_are_allowed_and_the_defaults_are_smps():
@@ -203,10 +207,12 @@ def test_modes_and_shapes_are_checked():
     with pytest.raises(ValueError, match="unknown mode 'multi'; choose one of 'binary', 'multiclass', 'multilabel'"):
         FocalLoss("multi")
     logits, target = batch("multiclass")
-    with pytest.raises(ValueError, match=r"TverskyLoss \(multilabel\): target \(2, 4, 5\) does not match logits"):
+    with pytest.raises(ValueError, match=r"TverskyLoss mode: multilabel takes a 0/1 target per class"):
         TverskyLoss("multilabel")(logits, target)
-    with pytest.raises(ValueError, match="LovaszLoss expects one logit channel"):
+    with pytest.raises(ValueError, match=r"^LovaszLoss mode: binary takes one logit channel \(N x 1 x H x W\), but the "
+                                         r"model gives 3; use mode: multiclass for class ids, multilabel for 0/1 maps"):
         LovaszLoss("binary")(logits, target)
+    LovaszLoss("binary")(logits[:, :1], (target > 0).long())  # one channel: the boundary that passes
 
 
 # ------------------------------------------------------------------------------------ OHEM

@@ -255,17 +255,17 @@ def test_a_best_metric_found_wrong_at_the_first_evaluation_keeps_that_iterations
     assert "resumed from" in resumed.stdout
 
 
-def test_a_channel_mismatch_at_the_first_evaluation_leaves_no_run_and_the_corrected_command_goes_ahead(tmp_path):
-    """Issue 42: the evaluation before the first iteration (val_at_start) finds the network's
-    4 input channels against the data's 3. Nothing is trained, so nothing is saved and --resume
-    is not suggested; the corrected command starts. A folder where framework 0.2 left the
+def test_a_channel_mismatch_leaves_no_run_and_the_corrected_command_goes_ahead(tmp_path):
+    """Issue 42: the network's 4 input channels against the data's 3, found at start-up (the first
+    step's forward, framework/engine/startup_check.py; before it, by the evaluation at iteration 0).
+    Nothing is trained, so nothing is saved and --resume is not suggested; the corrected command starts. A folder where framework 0.2 left the
     untrained start (iter_0.pth) behind is no run either: --resume says so before anything is
     written, and the corrected command moves it aside and goes ahead."""
     work_dir = tmp_path / "wd"
     run = [*RUN, "train.val_at_start=true", "data.val.num_workers=0"]
     failed = call_tool("train", "--config", CONFIG, "--work-dir", work_dir, *run, "task.model.in_channels=4")
     assert failed.returncode == 2
-    assert "error: evaluation at iteration 0 failed:" in failed.stderr and "4 channels" in failed.stderr
+    assert "error: task.model.in_channels: model takes 4 channels but is given 3" in failed.stderr
     assert "--resume" not in failed.stdout + failed.stderr
     assert not (work_dir / "checkpoints").exists()
     corrected = call_tool("train", "--config", CONFIG, "--work-dir", work_dir, *run)

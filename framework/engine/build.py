@@ -1,7 +1,8 @@
 """From a validated config to a ready Trainer, in named stages (and the pieces tools/test.py reuses).
 
 The order of `build_trainer` matters and is the one place to read it:
-loaders -> networks (task, frozen/norm_eval, pretrained unless resuming, SyncBN, channels_last)
+loaders -> the first two samples -> networks (task, frozen/norm_eval, `weight: auto` class weights, the first
+step's forward on those samples, pretrained unless resuming, SyncBN, channels_last)
 -> optimizers (+ GradScaler) -> DDP (rank 0's weights broadcast) -> hooks (before the first file) -> loggers (rank 0)
 -> Trainer -> resume -> run summary. The process group is the caller's (tools/train.py).
 """
@@ -26,6 +27,7 @@ from framework.engine.loggers import LoggerGroup, build_loggers
 from framework.engine.nonfinite import NonFiniteGuard
 from framework.engine.random_state import seed_everything
 from framework.engine.resume import accumulate_on_resume, checkpoint_to_resume, resume_trainer
+from framework.engine.startup_check import check_first_step, first_training_batch
 from framework.engine.stop import stop_signals
 from framework.engine.trainer import Trainer
 from framework.errors import ConfigError
@@ -57,14 +59,14 @@ def build_trainer(cfg: DictConfig, work_dir: str, resume: str | bool | None = No
     tune_malloc(plain["malloc_tuning"])
     resume_from = checkpoint_to_resume(work_dir, resume, plain["auto_resume"])
     train_loader, val_loader = build_loaders(plain, device)
+    first_batch = first_training_batch(train_loader, val_loader, device)  # a failing pipeline, mixed sizes
     if resume_from is not None:  # on another number of processes: the same global batch
         plain["train"]["accumulate"] = accumulate_on_resume(*resume_from, get_world_size(), train_loader.batch_size,
                                                             plain["train"]["accumulate"], allow_new_world_size)
     log_device_defaults(plain, device, train_loader)
     max_iters = total_iterations(plain["train"], len(train_loader))
-    task = build_networks(plain, device, work_dir, load_pretrained=resume_from is None)
-    resolve_auto_class_weights(task, train_loader.dataset, work_dir, plain["data"]["train"]["dataset"], device,
-                               workers=train_loader.num_workers)  # `weight: auto` losses, before DDP
+    task = build_networks(plain, device, work_dir, load_pretrained=resume_from is None, train_loader=train_loader,
+                          first_batch=first_batch)
     amp_dtype = autocast_dtype(plain["amp"], device)
     logger.info(precision.describe(plain["amp"], device, amp_dtype))
     optim = build_optim(plain, task, device, max_iters, amp_dtype)
@@ -137,13 +139,21 @@ def build_task(cfg: dict, device: torch.device):
     return TASKS.build(cfg["task"], path="task").to(device)
 
 
-def build_networks(cfg: dict, device: torch.device, work_dir: str, load_pretrained: bool):
-    """The task, its networks frozen/kept in eval as configured, pretrained weights loaded
-    (not when resuming: the checkpoint holds the weights), SyncBN, channels_last, compiled."""
+def build_networks(cfg: dict, device: torch.device, work_dir: str, load_pretrained: bool, train_loader=None,
+                   first_batch=None):
+    """The task, its networks frozen/kept in eval as configured, `weight: auto` class weights from
+    `train_loader`'s data, the first step's forward tried on `first_batch` (engine/startup_check.py),
+    pretrained weights loaded (not when resuming: the checkpoint holds the weights), SyncBN,
+    channels_last, compiled."""
     task = build_task(cfg, device)
     networks = network_settings.configured_networks(task)
     for _, network, settings in networks:
         network_settings.freeze_and_keep_eval(network, settings)  # before the optimizers pick parameters
+    if train_loader is not None:  # `weight: auto` losses (rank 0 counts, cached in the work dir): the first step needs them
+        resolve_auto_class_weights(task, train_loader.dataset, work_dir, cfg["data"]["train"]["dataset"], device,
+                                   workers=train_loader.num_workers)
+    if first_batch is not None:  # before the load report is written, and before compile would trace it
+        check_first_step(task, first_batch, cfg["task"])
     if load_pretrained:
         pretrained.load_pretrained(task, cfg.get("load_from"), work_dir, write_report=is_main())
     elif cfg.get("load_from") or any("init" in settings for _, _, settings in networks):

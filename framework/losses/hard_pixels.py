@@ -34,6 +34,9 @@ def _per_class(logits: torch.Tensor, target: torch.Tensor, mode: str, ignore_ind
     with K = 1 (binary) or C: multiclass one-hot, multilabel as given; ignored pixels are 0 in truth."""
     logits = logits.float()
     if mode == "binary":
+        if logits.dim() == 4 and logits.shape[1] != 1:  # a multi-class model: say which mode fits it
+            raise ValueError(f"{name} mode: binary takes one logit channel (N x 1 x H x W), but the model gives "
+                             f"{logits.shape[1]}; use mode: multiclass for class ids, multilabel for 0/1 maps per class")
         logits = _binary_logits(logits, name).unsqueeze(1)
         target = target.unsqueeze(1)
     valid = target != ignore_index
@@ -41,6 +44,10 @@ def _per_class(logits: torch.Tensor, target: torch.Tensor, mode: str, ignore_ind
         truth = F.one_hot(torch.where(valid, target, 0), logits.shape[1]).permute(0, 3, 1, 2)
         valid = valid.unsqueeze(1).expand_as(logits)
     else:
+        if target.dim() == 3 and logits.dim() == 4:  # class ids N x H x W: what a multiclass loss reads
+            raise ValueError(f"{name} mode: multilabel takes a 0/1 target per class (N x C x H x W), but the target "
+                             f"is class ids {tuple(target.shape)} for logits {tuple(logits.shape)}; use mode: "
+                             "multiclass")
         if target.shape != logits.shape:
             raise ValueError(f"{name} ({mode}): target {tuple(target.shape)} does not match logits {tuple(logits.shape)}")
         truth = target

@@ -68,9 +68,12 @@ class MultiScaleDiscriminator(nn.Module):
         self.scales = nn.ModuleList(FeaturePatchGAN(in_channels, base_channels, num_layers, norm)
                                     for _ in range(num_scales))
         self.downsample = nn.AvgPool2d(3, stride=2, padding=1, count_include_pad=False)
+        self.min_side = min_image_side(num_layers, num_scales)
         init_gan_weights_(self)
 
     def forward(self, x: torch.Tensor) -> DiscriminatorOutput:
+        if x.shape[-2] < self.min_side or x.shape[-1] < self.min_side:  # python ints: no device sync
+            raise ValueError(self.too_small(x.shape[-2], x.shape[-1]))
         logits, features = [], []
         for index, patch_gan in enumerate(self.scales):
             if index:
@@ -79,3 +82,21 @@ class MultiScaleDiscriminator(nn.Module):
             logits.append(scale_logits)
             features.append(scale_features)
         return DiscriminatorOutput(logits, features)
+
+    def too_small(self, height: int, width: int) -> str:
+        scales, layers = len(self.scales), len(self.scales[0].blocks) - 1
+        return (f"MultiScaleDiscriminator: images of {height}x{width} are too small for num_scales {scales} x "
+                f"num_layers {layers}: it needs at least {self.min_side} pixels a side; lower num_scales or "
+                "num_layers, or train on larger images")
+
+
+def min_image_side(num_layers: int, num_scales: int) -> int:
+    """The smallest image side every scale's PatchGAN can judge. A PatchGAN's `num_layers` stride-2
+    convs (4x4, padding 1) take a side s to floor(s / 2^num_layers); the stride-1 conv and the
+    head (4x4, padding 1) each take 1 off, and the head needs an input of 2 (its padded 4): so
+    floor(s / 2^num_layers) >= 3, which also leaves the last norm more than one value. Each
+    further scale sees ceil(s / 2) (3x3 pooling, stride 2, padding 1), so needs 2 x its side - 1."""
+    side = 3 * 2**num_layers
+    for _ in range(num_scales - 1):
+        side = 2 * side - 1
+    return side
