@@ -75,3 +75,20 @@ def test_a_4_channel_encoder_unet_trains_from_rgb_weights(tmp_path):
     report = json.loads((tmp_path / "run" / "load_report.json").read_text())["task.model (encoder_weights)"]
     assert report["counts"]["adapted"] == 1 and report["counts"]["shape_mismatched"] == 0
     assert "mIoU" in json.loads((tmp_path / "run" / "metrics.jsonl").read_text().splitlines()[-1])
+
+    # infer and export take the 4 channels the network was trained on; an RGB image is one line
+    run = ["--config", REPO / "configs/segmentation/encoder_unet_resnet34_shapes.yaml", "--checkpoint",
+           tmp_path / "run" / "checkpoints" / "iter_2.pth", "task.num_classes=3", "task.class_names=[a, b, c]",
+           "+task.mean=[0.5, 0.5, 0.5, 0.5]", "+task.std=[0.25, 0.25, 0.25, 0.25]", "task.model.encoder=resnet18",
+           "task.model.in_channels=4", "task.model.encoder_weights=null", "+task.model.decoder_channels=[16, 16, 8, 8, 8]"]
+    result = call_tool("infer", *run, "--input", tmp_path / "data" / "images" / "s0.tif", "--output", tmp_path / "out")
+    assert result.returncode == 0, result.stderr
+    from framework.data.folder import read_index_mask
+
+    assert read_index_mask(str(tmp_path / "out" / "masks" / "s0.png")).shape == (32, 32)
+    cv2.imwrite(str(tmp_path / "rgb.png"), np.zeros((32, 32, 3), dtype=np.uint8))
+    result = call_tool("infer", *run, "--input", tmp_path / "rgb.png", "--output", tmp_path / "out2")
+    assert result.returncode != 0 and f"{tmp_path / 'rgb.png'}: expected 4 channel(s)" in result.stderr
+    result = call_tool("export", *run, "--format", "torchscript", "--size", "32", "32", "--output", tmp_path / "m.pt")
+    assert result.returncode == 0, result.stderr
+    assert torch.jit.load(str(tmp_path / "m.pt"))(torch.zeros(1, 4, 32, 32)).shape == (1, 3, 32, 32)

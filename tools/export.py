@@ -71,11 +71,11 @@ def check_sizes(size: list[int], batch: int, dynamic: bool) -> list[tuple[int, t
 
 
 def compare(module, staged: Path, args, kind: str, divisor_or_channels: int, sizes,
-            noise_dim: int = 0) -> tuple[float, tuple]:
+            noise_dim: int = 0, image_channels: int = 3) -> tuple[float, tuple]:
     """(worst max abs difference, the input shape it was found at); NaN when an output is not finite."""
     worst, where = 0.0, ()
     for seed, (batch, size) in enumerate(sizes, start=1):
-        inputs = example_inputs(kind, size, batch, divisor_or_channels, seed, noise_dim)
+        inputs = example_inputs(kind, size, batch, divisor_or_channels, seed, noise_dim, image_channels)
         difference = max_difference(module, staged, args.format, inputs, kind)
         print(f"{args.format} vs PyTorch on input {tuple(inputs[0].shape)}: max abs difference {difference:.3e}")
         if not (difference <= worst):  # NaN (a non-finite output) wins over any number
@@ -90,8 +90,9 @@ def main(args: argparse.Namespace) -> int:
     task, _ = load_trained_task(args.config, args.checkpoint, args.overrides)  # refuses NaN/inf weights
     module, kind, divisor_or_channels = task.deployable(args.direction)
     noise_dim = module.noise_dim if kind == "labels" else 0  # a label-map generator's second input
+    image_channels = module.in_channels if kind == "image" else 3  # N-channel data's segmenters
     sizes = check_sizes(args.size, args.batch, args.dynamic)
-    example = example_inputs(kind, sizes[0][1], sizes[0][0], divisor_or_channels, 0, noise_dim)
+    example = example_inputs(kind, sizes[0][1], sizes[0][0], divisor_or_channels, 0, noise_dim, image_channels)
     output = Path(args.output)
     if output.parent.exists() and not output.parent.is_dir():
         raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(output.parent))
@@ -103,7 +104,7 @@ def main(args: argparse.Namespace) -> int:
             ours = str(err.filename or "").startswith(str(staged))
             raise OSError(err.errno, err.strerror, str(output) if ours else err.filename) from err
         atol = args.atol if args.atol is not None else DEFAULT_ATOL[args.format]
-        worst, where = compare(module, staged, args, kind, divisor_or_channels, sizes, noise_dim)
+        worst, where = compare(module, staged, args, kind, divisor_or_channels, sizes, noise_dim, image_channels)
         if math.isnan(worst):
             print(f"error: the exported model or PyTorch gives non-finite outputs on input {where}; "
                   f"nothing written to {output}", file=sys.stderr)

@@ -28,6 +28,7 @@ from tqdm import tqdm
 
 from framework.config.rules import integer, number
 from framework.config.schema import SEED_MAX
+from framework.data.channels import read_channels_image
 from framework.data.folder import list_inputs, read_rgb_image
 from framework.engine.build import select_device
 from framework.engine.trained import load_trained_task
@@ -85,17 +86,25 @@ def distinct_inputs(paths: list[Path]) -> list[Path]:
     return unique
 
 
-def same_size_batches(paths: list[Path], batch_size: int):
-    """Consecutive images of one size, `batch_size` at most, as (paths, HxWx3 arrays)."""
+def same_size_batches(paths: list[Path], batch_size: int, channels: int = 3):
+    """Consecutive images of one size, `batch_size` at most, as (paths, H x W x channels arrays):
+    RGB, or N-channel files (framework/data/channels.py) for a network trained on N channels."""
     batch: list[tuple[Path, np.ndarray]] = []
     for path in paths:
-        image = read_rgb_image(str(path))
+        image = read_rgb_image(str(path)) if channels == 3 else read_channels_image(str(path), channels)
         if batch and (len(batch) == batch_size or batch[0][1].shape != image.shape):
             yield batch
             batch = []
         batch.append((path, image))
     if batch:
         yield batch
+
+
+def rgb_view(image: np.ndarray) -> np.ndarray:
+    """H x W x C on the 0..255 scale as uint8 RGB for an overlay: the first three channels, or the
+    first as grey when there are fewer (as the task's panels show N-channel data)."""
+    view = image[..., :3] if image.shape[2] >= 3 else np.repeat(image[..., :1], 3, axis=2)
+    return view if view.dtype == np.uint8 else np.clip(view, 0, 255).astype(np.uint8)
 
 
 def to_tensor(images: list[np.ndarray], device: torch.device) -> torch.Tensor:
@@ -107,13 +116,13 @@ def segment(task, settings, paths, args, device, output: Path, bar) -> None:
     palette = task.palette.cpu().numpy()
     (output / "masks").mkdir(parents=True, exist_ok=True)
     (output / "overlays").mkdir(parents=True, exist_ok=True)
-    for batch in same_size_batches(paths, args.batch_size):
+    for batch in same_size_batches(paths, args.batch_size, task.in_channels):
         images = [image for _, image in batch]
         with autocast(device, args.amp):
             labels = predictor.predict(to_tensor(images, device)).cpu().numpy()
         for (path, image), label in zip(batch, labels):
             write_index_mask(output / "masks" / f"{path.stem}.png", label, palette)
-            write_rgb(output / "overlays" / f"{path.stem}.png", overlay(image, label, palette))
+            write_rgb(output / "overlays" / f"{path.stem}.png", overlay(rgb_view(image), label, palette))
         bar.update(len(batch))
 
 

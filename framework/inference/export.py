@@ -64,6 +64,7 @@ class NormalizedSegmenter(PaddedNetwork):
         super().__init__(model)
         self.register_buffer("mean", mean.detach().clone().float())
         self.register_buffer("std", std.detach().clone().float())
+        self.in_channels = int(self.mean.shape[1])  # one mean per channel of the data (N-channel data too)
 
     def forward(self, image: torch.Tensor) -> torch.Tensor:
         # padded after normalisation (with zeros, i.e. the mean colour), as SegmentationPredictor does
@@ -71,6 +72,8 @@ class NormalizedSegmenter(PaddedNetwork):
 
 
 class ImageTranslator(PaddedNetwork):
+    in_channels = 3  # RGB images, as the GAN datasets give
+
     def forward(self, image: torch.Tensor) -> torch.Tensor:
         return ((self.run_padded(image / 127.5 - 1) + 1) / 2).clamp(0, 1)
 
@@ -81,16 +84,16 @@ class NoiseToImage(PaddedNetwork):
 
 
 def example_inputs(kind: str, size: tuple[int, int], batch: int, channels: int, seed: int,
-                   noise_dim: int = 0) -> tuple[torch.Tensor, ...]:
-    """The exported module's inputs: images 0..255, noise, or label maps of class ids (0..channels - 1)
-    with noise of `noise_dim` (none when 0)."""
+                   noise_dim: int = 0, image_channels: int = 3) -> tuple[torch.Tensor, ...]:
+    """The exported module's inputs: images 0..255 of `image_channels`, noise of `channels`, or label
+    maps of class ids (0..channels - 1) with noise of `noise_dim` (none when 0)."""
     generator = torch.Generator().manual_seed(seed)
     if kind == "noise":
         return (torch.randn(batch, channels, 1, 1, generator=generator),)
     if kind == "labels":
         labels = torch.randint(0, channels, (batch, *size), generator=generator).float()
         return (labels, torch.randn(batch, noise_dim, generator=generator)) if noise_dim else (labels,)
-    return (torch.randint(0, 256, (batch, 3, *size), generator=generator).float(),)
+    return (torch.randint(0, 256, (batch, image_channels, *size), generator=generator).float(),)
 
 
 def input_axes(kind: str, count: int) -> dict[str, dict[int, str]]:

@@ -55,6 +55,11 @@ class SegmentationTask(Task):
         self.register_buffer("std", torch.tensor(std).view(1, -1, 1, 1) * 255, persistent=False)
         self.register_buffer("palette", palette, persistent=False)
 
+    @property
+    def in_channels(self) -> int:
+        """The channels of the images the model takes (3 for RGB; N-channel data: one mean each)."""
+        return int(self.mean.shape[1])
+
     def normalize(self, image: torch.Tensor) -> torch.Tensor:
         return (image.float() - self.mean) / self.std
 
