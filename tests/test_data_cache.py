@@ -176,8 +176,8 @@ class ImagesOnly(NoLoaderMethod):
 def test_the_cache_needs_a_loader_method_and_finds_load_image():
     with pytest.raises(ConfigError) as raised:
         cache_in_memory(NoLoaderMethod(), "memory", 10, "data.train")
-    assert str(raised.value) == ("cache: memory needs a dataset with one of load_sample, load_pair, load_image(index) "
-                                 "(the bases in framework/data); NoLoaderMethod has none")
+    assert str(raised.value) == ("cache: memory needs a dataset with one of load_sample, load_pair, load_image, "
+                                 "load_images(index) (the bases in framework/data); NoLoaderMethod has none")
     dataset = cache_in_memory(ImagesOnly(), "memory", 10, "data.train")
     assert dataset.decoded_cache.method == "load_image" and len(dataset.decoded_cache.samples) == 2
     assert dataset.load_image(1)[0][0, 0, 0] == 1 and dataset.load_image(1)[1] == "1.png"

@@ -194,11 +194,10 @@ SEGMENTATION_ONLY = [["--flip"], ["--scales", "0.5", "1"], ["--mode", "slide", "
 @pytest.mark.parametrize("option", SEGMENTATION_ONLY, ids=lambda o: o[0])
 @pytest.mark.parametrize("run", ["pix2pix_run", "dcgan_run"])
 def test_infer_refuses_segmentation_options_on_a_gan_naming_them(run, option, request, tmp_path):
-    run = request.getfixturevalue(run)
     write_images(tmp_path / "in", {"a.png": (20, 24)})
-    inputs = ["--input", tmp_path / "in"] if run is request.getfixturevalue("pix2pix_run") else []
+    inputs = [] if run == "dcgan_run" else ["--input", tmp_path / "in"]
     out = tmp_path / "out"
-    result = call_tool("infer", *run.args(), *inputs, "--output", out, *option)
+    result = call_tool("infer", *request.getfixturevalue(run).args(), *inputs, "--output", out, *option)
     assert result.returncode == 2, result.stderr
     named = [o for o in option if o.startswith("--")]
     assert result.stderr.startswith(f"error: {', '.join(named)}: ") and "is a GAN" in result.stderr
@@ -239,3 +238,20 @@ def test_infer_options_a_gan_uses_still_work(pix2pix_run, dcgan_run, tmp_path):
     result = call_tool("infer", *dcgan_run.args(), "--output", tmp_path / "d")  # --num's default
     assert result.returncode == 0, result.stderr
     assert len(list((tmp_path / "d").glob("sample_*.png"))) == 16
+
+
+@pytest.mark.parametrize("run, message", [
+    ("unet_run", "--direction: SegmentationTask has no generators; --direction is for a task that translates both "
+                 "ways (CycleGANTask)"),
+    ("pix2pix_run", "--direction: GANTask has one generator; --direction is for a task that translates both ways "
+                    "(CycleGANTask)"),
+    ("dcgan_run", "--direction: GANTask has one generator"),
+])
+def test_infer_refuses_a_direction_where_there_is_one_or_no_generator(run, message, request, tmp_path):
+    write_images(tmp_path / "in", {"a.png": (20, 24)})
+    inputs = [] if run == "dcgan_run" else ["--input", tmp_path / "in"]
+    out = tmp_path / "out"
+    result = call_tool("infer", *request.getfixturevalue(run).args(), *inputs, "--output", out, "--direction", "AtoB")
+    assert result.returncode == 2
+    assert result.stderr.startswith(f"error: {message}") and len(result.stderr.strip().splitlines()) == 1
+    assert not out.exists()

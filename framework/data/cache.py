@@ -3,7 +3,7 @@
     data:
       train: {dataset: {...}, cache: memory, cache_limit_mb: 2048, num_workers: auto}
 
-A dataset's loader method (`load_sample`, `load_pair` or `load_image`: file reads, JPEG/PNG
+A dataset's loader method (`load_sample`, `load_pair`, `load_image` or `load_images`: file reads, JPEG/PNG
 decoding, rendering) runs once per sample when the loader is built; afterwards a sample costs
 only its augmentation, which is seeded per sample as before, so a cached run sees exactly the
 samples of an uncached one. The cache is filled before any worker starts, so forked workers
@@ -37,7 +37,8 @@ logger = logging.getLogger("framework")
 
 CACHE_MODES = (None, "memory", "auto")
 ESTIMATE_SAMPLES = 8  # samples decoded to estimate the whole dataset's decoded size
-LOADER_METHODS = ("load_sample", "load_pair", "load_image")  # the undecorated reads of our bases
+# the undecorated reads of our bases (load_images: both domains of an unpaired dataset)
+LOADER_METHODS = ("load_sample", "load_pair", "load_image", "load_images")
 
 
 def _loader_method(dataset) -> str | None:

@@ -13,6 +13,10 @@ CycleGAN's):
 - evaluation (no seed): the B of the same name when the two domains hold the same names (test
   folders that pair by name, e.g. testA/x.png and testB/x.png: `paired_by_name`), else B[i mod |B|].
 
+`cache: memory` / `auto` (framework/data/cache.py) keep every image of both domains decoded once:
+the cache stands in for `load_images(i)`, which gives (A[i], B[i]) for i < max(|A|, |B|), None
+where a domain has fewer images.
+
 `UnpairedImageFolders` reads `<root>/<split>A` and `<root>/<split>B` (the layout of the
 original CycleGAN datasets: trainA, trainB, testA, testB) or two explicit folders.
 """
@@ -51,6 +55,20 @@ class UnpairedImageDataset(AugmentedDataset):
     def load_b(self, index: int) -> np.ndarray:
         raise NotImplementedError
 
+    def load_images(self, index: int) -> tuple[np.ndarray | None, np.ndarray | None]:
+        """(A[index] or None, B[index] or None): what the decoded cache keeps per index, so that
+        over the dataset's max(|A|, |B|) indices each image of either domain is kept once."""
+        a = self.load_a(index) if index < len(self.names_a) else None
+        b = self.load_b(index) if index < len(self.names_b) else None
+        return a, b
+
+    def _read(self, side: int, index: int) -> np.ndarray:
+        """Domain `side`'s (0: A, 1: B) image `index`: from the decoded cache when there is one
+        (past its limit it decodes both of that index's images), else from the domain's loader."""
+        if getattr(self, "decoded_cache", None) is not None:
+            return self.load_images(index)[side]
+        return self.load_a(index) if side == 0 else self.load_b(index)
+
     @property
     def paired_by_name(self) -> bool:
         """Whether every A has a B of the same name and vice versa (what paired metrics need)."""
@@ -72,7 +90,7 @@ class UnpairedImageDataset(AugmentedDataset):
         index, seed = split_item(item)
         a_index, b_index = index % len(self.names_a), self.b_index(index, seed)
         name_a, name_b = str(self.names_a[a_index]), str(self.names_b[b_index])
-        a, b = self.load_a(a_index), self.load_b(b_index)
+        a, b = self._read(0, a_index), self._read(1, b_index)
         check_rgb(a, f"{name_a} (A)")
         check_rgb(b, f"{name_b} (B)")
         a = self.augment(index, seed, image=a)["image"]

@@ -1,7 +1,7 @@
 """The GAN task of docs/extending.md, written on the GAN parts by a user (125 lines): it trains,
 resumes bit for bit (the adversaries' D-step counts, the EMA's update count, ADA's p and the
 random windows all continue), takes a user's own adversarial loss by config, and every tool
-(tests/test_gan_tools_walk.py) runs on it."""
+(tests/test_tools_walk.py) runs on it."""
 
 import shutil
 
