@@ -92,6 +92,13 @@ class Walked:
         self.overrides = walk_overrides(config, tmp, segmentation=not self.gan)
         self.model_overrides = [o for o in self.overrides if o.startswith("task.")]
         self.noise = cfg.task.get("latent_dim") is not None  # a generator from noise (DCGAN)
+        self.labels = self.gan and self.task_class.conditioning == "labels"  # semantic synthesis
+        if any(metric["type"] == "SegmenterScore" for metric in to_plain(cfg)["metrics"]):
+            # scored by the walk's own segmenter run: the three-command pipeline of the docs
+            judge = walked_segmenter(tmp)
+            self.overrides.append(f"metrics=[{{type: SegmenterScore, num_classes: {cfg.task.num_classes}, "
+                                  f"config: {judge.config}, checkpoint: {judge.checkpoint}}}, {{type: Diversity}}]")
+            self.model_overrides.append(self.overrides[-1])
         self.direction = ["--direction", "BtoA"] if self.gan and self.task_class.directions else []
         self.trained = call_tool("train", "--config", config, "--work-dir", tmp / "run", *TINY_RUN, *self.overrides)
         self.checkpoint = tmp / "run" / "checkpoints" / "iter_1.pth"
@@ -105,22 +112,33 @@ class Walked:
         return call_tool(name, *args, *self.model_overrides)
 
 
+SEGMENTER = REPO / "configs/segmentation/unet_textures.yaml"  # the judge of the synthesis configs
+
+
+def walked_segmenter(tmp: Path) -> Walked:
+    """The walk's run of the segmenter the synthesis configs are scored by (trained once)."""
+    if SEGMENTER not in RUNS:
+        RUNS[SEGMENTER] = Walked(SEGMENTER, tmp.parent / "judge")
+    return RUNS[SEGMENTER]
+
+
+RUNS: dict[Path, Walked] = {}
+
+
 @pytest.fixture(scope="module")
 def walked(tmp_path_factory):
     """config -> Walked, trained the first time a tool asks for it."""
-    runs: dict[Path, Walked] = {}
-
     def get(config: Path) -> Walked:
-        if config not in runs:
-            runs[config] = Walked(config, tmp_path_factory.mktemp(config.stem))
-        return runs[config]
+        if config not in RUNS:
+            RUNS[config] = Walked(config, tmp_path_factory.mktemp(config.stem))
+        return RUNS[config]
     return get
 
 
 def test_every_shipped_config_and_kind_of_task_is_walked():
     names = {path.stem for path in SHIPPED}
     assert {"unet_shapes", "unet_voc", "deeplabv3plus_resnet50_shapes", "tiny_fcn_shapes", "pix2pix_shapes",
-            "cyclegan_shapes", "dcgan_shapes", "global_local_gan_pairs"} <= names
+            "cyclegan_shapes", "dcgan_shapes", "global_local_gan_pairs", "oasis_textures", "spade_textures"} <= names
 
 
 def run_train(run: Walked, tmp: Path) -> None:
@@ -137,6 +155,9 @@ def run_test(run: Walked, tmp: Path) -> None:
 def run_infer(run: Walked, tmp: Path) -> None:
     if run.noise:
         inputs = ["--num", "3"]
+    elif run.labels:  # a label map (index PNG) of odd sides
+        cv2.imwrite(str(tmp / "photo.png"), np.random.default_rng(0).integers(0, 7, (33, 35), dtype=np.uint8))
+        inputs = ["--input", tmp / "photo.png"]
     else:
         image = np.random.default_rng(0).integers(0, 256, (33, 35, 3), dtype=np.uint8)  # odd sides
         cv2.imwrite(str(tmp / "photo.png"), image)
@@ -156,7 +177,7 @@ def run_export(run: Walked, tmp: Path) -> None:
     assert result.returncode == 0, result.stderr
     assert "max abs difference" in result.stdout and output.stat().st_size > 0
     if not run.noise:  # the exported model gives the input's size back, as infer does
-        assert "on input (1, 3, 33, 35)" in result.stdout
+        assert f"on input (1, {'' if run.labels else '3, '}33, 35)" in result.stdout
 
 
 def run_analyze_model(run: Walked, tmp: Path) -> None:
