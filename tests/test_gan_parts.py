@@ -234,3 +234,24 @@ def test_a_regularizer_gets_ds_outputs_on_the_reals_and_the_fakes():
     torch.testing.assert_close(seen["real"], discriminator(real))
     torch.testing.assert_close(seen["fake"], discriminator(fake))
     torch.testing.assert_close(loss, logs["loss_d_real"] + logs["loss_d_fake"] + 2.0)
+
+
+def test_the_oasis_loss_skips_its_own_ignore_index():
+    from framework.losses.gan import OASISLoss
+    from framework.losses.oasis import class_balanced_ce, fake_class_ce
+
+    torch.manual_seed(0)
+    real, fake = torch.randn(2, 4, 6, 6), torch.randn(2, 4, 6, 6)
+    labels = torch.randint(0, 3, (2, 6, 6))
+    labels[:, :2] = 7  # don't-care under ignore_index 7 (255 is the default)
+    loss = OASISLoss(ignore_index=7)
+    loss_real, loss_fake = loss.discriminator(real, fake, labels)
+    torch.testing.assert_close(loss_real, class_balanced_ce(real, labels, 7))
+    torch.testing.assert_close(loss_fake, fake_class_ce(fake, labels, 7))
+    torch.testing.assert_close(loss.generator(fake, labels), class_balanced_ce(fake, labels, 7))
+    assert not torch.allclose(loss_fake, fake_class_ce(fake, labels.clamp(max=2), 7))  # the 7s were skipped
+
+
+def test_a_gan_loss_of_another_kind_is_one_line():
+    with pytest.raises(ValueError, match="^gan_loss: expected a GAN loss name or an AdversarialLoss node, got int$"):
+        adversarial_loss(3)
