@@ -10,7 +10,6 @@ import torch
 
 from framework.engine.trained import load_trained_task
 from framework.inference.generator import GeneratorPredictor
-from framework.inference.settings import InferenceSettings
 from framework.tasks.base import GeneratorTask
 from support import REPO, call_tool
 
@@ -22,11 +21,11 @@ ONNX_ATOL, TORCHSCRIPT_ATOL = 1e-4, 1e-5
 
 
 def reference(task, inputs: torch.Tensor) -> np.ndarray:
-    """What tools/infer.py computes for images 0..255 of any size (segmentation: the whole-image
-    logits; pix2pix: the EMA generator's images in [0, 1]), padded and cropped back by its predictors."""
+    """What tools/infer.py computes for images 0..255 of any size (segmentation: the logits with the
+    config's inference settings, whole-image in these configs; pix2pix: the EMA generator's images in [0, 1]), padded and cropped back by its predictors."""
     if isinstance(task, GeneratorTask):
         return GeneratorPredictor(task.generator_for()).translate(inputs).numpy()
-    return task.predictor(InferenceSettings()).logits(inputs).numpy()
+    return task.predictor().logits(inputs).numpy()  # the config's inference settings, as infer
 
 
 def run_exported(path, fmt, inputs: torch.Tensor) -> np.ndarray:
@@ -60,6 +59,13 @@ def check_export(config, checkpoint, overrides, fmt, tmp_path, sizes):
 def test_export_of_the_trained_unet(unet_run, tmp_path, fmt):
     # depth 2: sides padded to multiples of 4; 33 x 35 came back 36 x 36 before the padding moved inside
     check_export(unet_run.config, unet_run.checkpoint, [], fmt, tmp_path, [(1, 32, 32), (2, 33, 35), (1, 30, 47)])
+
+
+def test_export_pads_to_the_size_divisor_infer_uses(unet_run, tmp_path):
+    # inference.size_divisor 8 (the network's is 4): at 33 x 35 infer pads to 40 x 40, not 36 x 36,
+    # and the logits near the border differ between the two
+    check_export(unet_run.config, unet_run.checkpoint, ["+task.inference.size_divisor=8"], "torchscript", tmp_path,
+                 [(1, 33, 35), (1, 36, 36)])
 
 
 @pytest.mark.parametrize("fmt", ["onnx", "torchscript"])

@@ -49,10 +49,11 @@ def traceable_pad(x: torch.Tensor, divisor: int) -> torch.Tensor:
 class PaddedNetwork(nn.Module):
     """`network` on inputs of any size: padded to its size divisor, the output cropped back."""
 
-    def __init__(self, network: nn.Module):
+    def __init__(self, network: nn.Module, size_divisor: int | None = None):
+        """`size_divisor`: what inference pads to (a segmenter's `inference.size_divisor`), else the network's."""
         super().__init__()
         self.network = network
-        self.size_divisor = network_size_divisor(network)
+        self.size_divisor = size_divisor or network_size_divisor(network)
 
     def run_padded(self, x: torch.Tensor) -> torch.Tensor:
         height, width = x.shape[-2], x.shape[-1]
@@ -60,8 +61,8 @@ class PaddedNetwork(nn.Module):
 
 
 class NormalizedSegmenter(PaddedNetwork):
-    def __init__(self, model: nn.Module, mean: torch.Tensor, std: torch.Tensor):
-        super().__init__(model)
+    def __init__(self, model: nn.Module, mean: torch.Tensor, std: torch.Tensor, size_divisor: int | None = None):
+        super().__init__(model, size_divisor)
         self.register_buffer("mean", mean.detach().clone().float())
         self.register_buffer("std", std.detach().clone().float())
         self.in_channels = int(self.mean.shape[1])  # one mean per channel of the data (N-channel data too)

@@ -98,8 +98,8 @@ class SegmentationTask(Task):
         if direction is not None:
             raise ConfigError(f"--direction: {type(self).__name__} has no generators; --direction is for a task "
                               "that translates both ways (CycleGANTask)")
-        segmenter = NormalizedSegmenter(self.model, self.mean, self.std).eval()
-        return segmenter, "image", network_size_divisor(self.model)
+        divisor = self.predictor().size_divisor  # the one infer pads to (inference.size_divisor)
+        return NormalizedSegmenter(self.model, self.mean, self.std, divisor).eval(), "image", divisor
 
     def val_step(self, batch: dict) -> dict:
         return {"pred": self.predict(batch["image"]), "target": batch["mask"]}
