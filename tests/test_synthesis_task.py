@@ -101,7 +101,7 @@ def test_one_oasis_iteration_with_labelmix_equals_the_hand_written_loop():
     torch.manual_seed(0)
     g, d = generator(), segmenter_discriminator()
     ref_g, ref_d = copy.deepcopy(g), copy.deepcopy(d)
-    task = SemanticSynthesisTask(g, d, CLASSES, gan_loss="oasis", labelmix_weight=10.0)
+    task = SemanticSynthesisTask(g, d, CLASSES, gan_loss="oasis", labelmix_weight=3.0)
     data = batch()
     torch.manual_seed(1)
     logs = task.train_iteration([data], sgd(task))
@@ -114,7 +114,7 @@ def test_one_oasis_iteration_with_labelmix_equals_the_hand_written_loop():
     real_out, fake_out = ref_d(real), ref_d(fake.detach())
     mask = labelmix_mask(labels, CLASSES)
     mixed_out = ref_d(labelmix_images(mask, real, fake.detach()))
-    labelmix = labelmix_consistency(mixed_out, real_out, fake_out, mask, labels, weight=10.0)
+    labelmix = labelmix_consistency(mixed_out, real_out, fake_out, mask, labels, weight=3.0)  # not the default 10
     loss_d = class_balanced_ce(real_out, labels) + fake_class_ce(fake_out, labels) + labelmix
     step(ref_d, loss_d, LR_D)
     for p in ref_d.parameters():
@@ -122,7 +122,7 @@ def test_one_oasis_iteration_with_labelmix_equals_the_hand_written_loop():
     loss_g = class_balanced_ce(ref_d(fake), labels)
     step(ref_g, loss_g, LR_G)
 
-    assert logs["loss_d_labelmix"] > 0
+    assert logs["loss_d_labelmix"] > 0 and {"d_real_logit", "d_fake_logit"} <= set(logs)  # D's diagnostics logged
     for key, value in {"loss_d": loss_d, "loss_d_labelmix": labelmix, "loss_g": loss_g}.items():
         torch.testing.assert_close(logs[key], value.detach(), rtol=1e-5, atol=1e-7, msg=named(key))
     for a, b in zip([*g.parameters(), *d.parameters()], [*ref_g.parameters(), *ref_d.parameters()]):
@@ -247,3 +247,13 @@ def test_the_exported_module_lights_the_dont_care_channel():
     with torch.no_grad():
         expected = ((g(one_hot_labels(labels, CLASSES, 255, True)) + 1) / 2).clamp(0, 1)
         torch.testing.assert_close(module(labels.float()), expected)
+
+
+def test_the_ema_follows_the_generator_after_each_iteration():
+    torch.manual_seed(0)
+    task = SemanticSynthesisTask(generator(), patch_discriminator(), CLASSES, ema_decay=0.5)
+    before = [p.clone() for p in task.ema["generator"].parameters()]
+    task.train_iteration([batch()], sgd(task))
+    assert task.ema.updates.value == 1
+    for average, old, current in zip(task.ema["generator"].parameters(), before, task.generator.parameters()):
+        torch.testing.assert_close(average, 0.5 * old + 0.5 * current)
