@@ -126,6 +126,14 @@ def total_loss(terms: dict[str, torch.Tensor]) -> torch.Tensor:
     return loss
 
 
+def update_with(optim: UpdatesNetworks, name: str, terms: dict[str, torch.Tensor], total_key: str) -> dict:
+    """Update optimizer `name` from the sum of `terms` -> the logs: the sum as `total_key` and each
+    term, detached (a GAN's generator step, whatever its terms)."""
+    loss = total_loss(terms)
+    optim.update(loss, name)
+    return {total_key: loss.detach(), **{key: value.detach() for key, value in terms.items()}}
+
+
 def average_logs(logs: list[dict]) -> dict:
     """Each key's mean over the micro-batches that logged it."""
     if len(logs) == 1:

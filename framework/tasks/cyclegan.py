@@ -67,7 +67,7 @@ from framework.dist import unwrap
 from framework.inference.generator import to_signed, to_unit
 from framework.registry import TASKS
 from framework.tasks.adversary import Adversary, check_weight
-from framework.tasks.base import GeneratorTask, average_logs, micro_step, rename_prefix, total_loss
+from framework.tasks.base import GeneratorTask, average_logs, micro_step, rename_prefix, update_with
 from framework.tasks.ema import EMA
 from framework.tasks.image_pool import ImagePool
 from framework.visualization.panels import side_by_side, stack_rows, write_named_pngs
@@ -181,9 +181,7 @@ class CycleGANTask(GeneratorTask):
             weight = self.cycle_weight * self.identity_weight
             terms["loss_idt_a"] = weight * F.l1_loss(self.generator_ba(a), a)
             terms["loss_idt_b"] = weight * F.l1_loss(self.generator_ab(b), b)
-        loss = total_loss(terms)
-        optim.update(loss, "generators")
-        return {"loss_g": loss.detach(), **{k: v.detach() for k, v in terms.items()}}, fake_a.detach(), fake_b.detach()
+        return update_with(optim, "generators", terms, "loss_g"), fake_a.detach(), fake_b.detach()
 
     def diagnose(self, logged: dict[str, float]) -> list[str]:
         return self.adversary_a.diagnose(logged) + self.adversary_b.diagnose(logged)

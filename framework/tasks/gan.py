@@ -44,7 +44,7 @@ from framework.dist import unwrap
 from framework.inference.generator import to_signed, to_unit
 from framework.registry import TASKS
 from framework.tasks.adversary import Adversary, check_weight
-from framework.tasks.base import GeneratorTask, average_logs, micro_step, rename_prefix, total_loss
+from framework.tasks.base import GeneratorTask, average_logs, micro_step, rename_prefix, update_with
 from framework.tasks.discriminator_step import d_input_pair
 from framework.tasks.ema import EMA
 from framework.tasks.replay import random_state, replaying
@@ -172,9 +172,7 @@ class GANTask(GeneratorTask):
             terms["loss_g_l1"] = self.l1_weight * F.l1_loss(fake, real)
         if self.perceptual is not None:
             terms["loss_g_vgg"] = self.perceptual(fake, real)
-        loss = total_loss(terms)
-        optim.update(loss, "generator")
-        return {"loss_g": loss.detach(), **{k: v.detach() for k, v in terms.items()}}
+        return update_with(optim, "generator", terms, "loss_g")
 
     def diagnose(self, logged: dict[str, float]) -> list[str]:
         return self.adversary.diagnose(logged)

@@ -39,7 +39,7 @@ from framework.losses.oasis import labelmix_consistency, labelmix_images, labelm
 from framework.models.spade import one_hot_labels
 from framework.registry import TASKS
 from framework.tasks.adversary import Adversary, check_weight
-from framework.tasks.base import GeneratorTask, average_logs, micro_step, total_loss
+from framework.tasks.base import GeneratorTask, average_logs, micro_step, update_with
 from framework.tasks.ema import EMA
 from framework.tasks.replay import random_state, replaying
 from framework.visualization.palette import colorize, default_palette
@@ -164,9 +164,7 @@ class SemanticSynthesisTask(GeneratorTask):
             terms["loss_g_fm"] = matching
         if self.perceptual is not None:
             terms["loss_g_vgg"] = self.perceptual(fake, real)
-        loss = total_loss(terms)
-        optim.update(loss, "generator")
-        return {"loss_g": loss.detach(), **{k: v.detach() for k, v in terms.items()}}
+        return update_with(optim, "generator", terms, "loss_g")
 
     def diagnose(self, logged: dict[str, float]) -> list[str]:
         return self.adversary.diagnose(logged)

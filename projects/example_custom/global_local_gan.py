@@ -19,7 +19,7 @@ from framework.dist import unwrap
 from framework.inference.generator import to_signed, to_unit
 from framework.registry import TASKS
 from framework.tasks.adversary import Adversary, check_weight
-from framework.tasks.base import GeneratorTask, average_logs, micro_step, total_loss
+from framework.tasks.base import GeneratorTask, average_logs, micro_step, update_with
 from framework.tasks.ema import EMA
 from framework.visualization.panels import side_by_side, stack_rows, write_named_pngs
 
@@ -90,9 +90,7 @@ class GlobalLocalGANTask(GeneratorTask):
                 crop_condition, crop_fake = self.window(condition, fake)
                 terms["loss_g_local"] = self.local_adversary.g_loss(self.local_discriminator, crop_fake, crop_condition)[0]
                 terms["loss_g_l1"] = self.l1_weight * F.l1_loss(fake, real)
-                loss = total_loss(terms)
-                optim.update(loss, "generator")
-            g_logs.append({"loss_g": loss.detach(), **{k: v.detach() for k, v in terms.items()}})
+                g_logs.append(update_with(optim, "generator", terms, "loss_g"))
         if self.ema is not None:
             self.ema.update({"generator": self.generator})
         return {**logs, **average_logs(g_logs)}

@@ -1,4 +1,4 @@
-"""The GAN task of docs/extending.md, written on the GAN parts by a user (125 lines): it trains,
+"""The GAN task of docs/extending.md, written on the GAN parts by a user (124 lines): it trains,
 resumes bit for bit (the adversaries' D-step counts, the EMA's update count, ADA's p and the
 random windows all continue), takes a user's own adversarial loss by config, and every tool
 (tests/test_tools_walk.py) runs on it."""
