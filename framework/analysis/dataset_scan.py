@@ -142,8 +142,13 @@ def _as_is(record: SampleRecord) -> SampleRecord:
 
 def scan(dataset: SegmentationDataset, workers: int = 0, on_record=None) -> list[SampleRecord]:
     """Inspect every sample (in `workers` processes); `on_record(done)` after each one."""
-    loader = torch.utils.data.DataLoader(_Inspections(dataset), batch_size=None, num_workers=workers,
-                                         collate_fn=_as_is)
+    return collect_records(_Inspections(dataset), workers, on_record)
+
+
+def collect_records(inspections, workers: int = 0, on_record=None) -> list:
+    """Every record an indexable of inspections gives, read in `workers` processes in order;
+    `on_record(done)` after each one (the progress bar of tools/check_dataset.py)."""
+    loader = torch.utils.data.DataLoader(inspections, batch_size=None, num_workers=workers, collate_fn=_as_is)
     records = []
     for record in loader:
         records.append(record)

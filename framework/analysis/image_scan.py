@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from framework.analysis.dataset_scan import collect_records
 from framework.data.images import ImageDataset, PairedImageDataset, check_rgb
 from framework.data.unpaired import UnpairedImageDataset
 from framework.errors import DataError
@@ -75,19 +76,9 @@ class _Reads(torch.utils.data.Dataset):
         return inspect_image(self.dataset, part, int(index))
 
 
-def _as_is(record: ImageRecord) -> ImageRecord:
-    return record
-
-
 def scan_images(dataset, workers: int = 0, on_record=None) -> list[ImageRecord]:
     """Inspect every image of `dataset` (in `workers` processes); `on_record(done)` after each one."""
-    loader = torch.utils.data.DataLoader(_Reads(dataset), batch_size=None, num_workers=workers, collate_fn=_as_is)
-    records = []
-    for record in loader:
-        records.append(record)
-        if on_record is not None:
-            on_record(len(records))
-    return records
+    return collect_records(_Reads(dataset), workers, on_record)
 
 
 def image_counts(dataset) -> str:
