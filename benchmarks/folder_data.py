@@ -1,9 +1,12 @@
 """Folder datasets written to disk for the benchmarks (and the cache test): the built-in
-synthetic shapes saved as a Pascal VOC layout, and synthetic pix2pix pairs saved as A|B JPEGs.
+synthetic shapes (or texture scenes) saved as a Pascal VOC layout, and synthetic pix2pix pairs
+saved as A|B JPEGs.
 
     make_voc(root, count=300, size=64)        root/JPEGImages/*.jpg, root/SegmentationClass/*.png
                                               (palette PNGs), root/ImageSets/Segmentation/train.txt;
                                               size: one side, or (height, width)
+    make_voc(root, scenes="textures")         the same layout of SyntheticTextures' scenes (7 classes:
+                                              the semantic-synthesis benchmarks' data)
     make_aligned_pairs(root, count=300, size=64)   root/train/*.jpg, each 2*size wide: A | B
 
 Both are pure functions of (count, size, seed), so every benchmark run reads the same files.
@@ -18,9 +21,11 @@ import numpy as np
 from PIL import Image
 
 from framework.data.shapes import SyntheticShapes
+from framework.data.textures import SyntheticTextures
 from framework.visualization.palette import default_palette
 
 JPEG_QUALITY = 90
+SCENES = {"shapes": SyntheticShapes, "textures": SyntheticTextures}
 
 
 def _write_jpeg(path: Path, rgb: np.ndarray) -> None:
@@ -28,15 +33,17 @@ def _write_jpeg(path: Path, rgb: np.ndarray) -> None:
         raise OSError(f"cannot write {path}")
 
 
-def make_voc(root, count: int = 300, size: int | tuple[int, int] = 64, seed: int = 0) -> Path:
+def make_voc(root, count: int = 300, size: int | tuple[int, int] = 64, seed: int = 0, scenes: str = "shapes") -> Path:
+    if scenes not in SCENES:
+        raise ValueError(f"scenes: unknown {scenes!r}; choose one of {', '.join(SCENES)}")
     root = Path(root)
     for sub in ("JPEGImages", "SegmentationClass", "ImageSets/Segmentation"):
         (root / sub).mkdir(parents=True, exist_ok=True)
-    shapes = SyntheticShapes(num_samples=count, size=size, seed=seed)
+    dataset = SCENES[scenes](num_samples=count, size=size, seed=seed)
     palette = [int(v) for color in default_palette(256).tolist() for v in color]
     names = []
     for index in range(count):
-        image, mask, _ = shapes.load_sample(index)
+        image, mask, _ = dataset.load_sample(index)
         name = f"{index:06d}"
         _write_jpeg(root / "JPEGImages" / f"{name}.jpg", image)
         png = Image.fromarray(mask.astype(np.uint8), mode="P")

@@ -4,12 +4,15 @@ Whole processes on a shared 2-core machine differ by 10-25% from one run to the 
 (docs/performance.md), too much to settle whether the framework is within 3% of a plain
 script. In one process the machine's drift hits both loops alike. Blocks of iterations
 alternate between
-- the plain script's loop (benchmarks/plain/<case>.py: `build` + `training_steps`, its folder
-  decoded into memory, its own networks), with the loss read every 50 iterations as its log does;
+- the plain script's loop (benchmarks/plain/<case>.py, or synthesis.py `--variant <case>` for
+  `oasis` and `spade`: `build` + `training_steps`, its folder decoded into memory, its own
+  networks), with the loss read every 50 iterations as its log does;
 - the framework's Trainer built from the config benchmarks/speed.py runs (`build_trainer` +
   `fit`: the real loader with `cache: auto` and `num_workers: auto`, flips reseeded per sample,
   hooks, the log line and TensorBoard every 50 iterations), in float32 (`amp.enabled=false`)
-  unless `--bf16` puts both under bfloat16 autocast;
+  unless `--bf16` puts both under bfloat16 autocast; for `oasis` and `spade`,
+  configs/synthesis/<case>_textures.yaml reading the texture scenes from a VOC-layout folder
+  (`synthesis_config`: no validation, no metrics);
 and the median of the rounds' ratios (framework / plain seconds per iteration) is printed, with
 their range (`--verbose`: every round).
 Start-up and the end of a run are not in these figures (speed.py's start-up block measures
@@ -18,6 +21,8 @@ them), nor is anything set per process: glibc's malloc thresholds, which the fra
 
     python benchmarks/in_process.py --case pix2pix --isa avx2 --block 25 --rounds 40
     python benchmarks/in_process.py --case segmentation --bf16
+    python benchmarks/in_process.py --case oasis      # SPADE G + UNet segmenter D, OASIS's losses, LabelMix, EMA
+    python benchmarks/in_process.py --case spade      # SPADE G + 2-scale PatchGAN, hinge + feature matching, EMA
     python benchmarks/in_process.py --case pix2pix data.train.cache=null   # framework overrides
     python benchmarks/in_process.py --case pix2pix amp.enabled=auto   # the shipped precision vs plain float32
 
@@ -41,7 +46,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 AVX2_ENV = {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
-BATCH = {"segmentation": 16, "pix2pix": 8}
+BATCH = {"segmentation": 16, "pix2pix": 8, "oasis": 8, "spade": 8}
+# the plain script of each case and what its `build` takes besides the folder and the device
+PLAIN = {"segmentation": ("segmentation", {}), "pix2pix": ("pix2pix", {}),
+         "oasis": ("synthesis", {"variant": "oasis"}), "spade": ("synthesis", {"variant": "spade"})}
+SYNTHESIS = ("oasis", "spade")
 
 
 def plain_loop(case: str, root: Path, bf16: bool):
@@ -51,12 +60,50 @@ def plain_loop(case: str, root: Path, bf16: bool):
     import torch
 
     sys.path.insert(0, str(REPO / "benchmarks/plain"))  # as the plain scripts run: `from networks import ...`
+    name, build_args = PLAIN[case]
     # loaded from its file under a name of its own: no other module called `pix2pix` can stand in for it
-    spec = importlib.util.spec_from_file_location(f"plain_{case}", REPO / f"benchmarks/plain/{case}.py")
+    spec = importlib.util.spec_from_file_location(f"plain_{name}", REPO / f"benchmarks/plain/{name}.py")
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
-    state = script.build(str(root), torch.device("cpu"))
+    state = script.build(str(root), torch.device("cpu"), **build_args)
     return script.training_steps(*state, BATCH[case], torch.device("cpu"), bf16)
+
+
+def synthesis_config(folder: Path, case: str, root: Path) -> Path:
+    """configs/synthesis/<case>_textures.yaml training on the texture scenes of the VOC-layout
+    folder `root` (the plain script's files), without validation or metrics."""
+    import yaml
+
+    from benchmarks.speed import WINDOW
+    from framework.data.textures import TEXTURE_CLASSES
+
+    config = {
+        "_base_": [str(REPO / f"configs/synthesis/{case}_textures.yaml")],
+        "device": "cpu",
+        "data": {"train": {"dataset": {"type": "VOCSegmentation", "root": str(root), "classes": list(TEXTURE_CLASSES)},
+                           "batch_size": BATCH[case], "num_workers": "auto", "cache": "auto"},  # the defaults, named
+                 "val": None},
+        "metrics": [],
+        "train": {"log_interval": WINDOW, "val_interval": 0, "progress_bar": False, "max_iters": 10**9,
+                  "val_at_start": False, "best_metric": None},
+    }
+    path = folder / f"{case}.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return path
+
+
+def write_case(case: str, folder: Path, images: int, size: int) -> tuple[Path, Path]:
+    """(the framework's config, the plain script's folder) of `case`, written under `folder`."""
+    from benchmarks.folder_data import make_aligned_pairs, make_voc
+    from benchmarks.speed import write_configs
+
+    if case in SYNTHESIS:
+        root = make_voc(folder / "textures", images, size, scenes="textures")
+        return synthesis_config(folder, case, root), root
+    roots = {"segmentation": make_voc(folder / "voc", images, size),
+             "pix2pix": make_aligned_pairs(folder / "pairs", images, size)}
+    configs = write_configs(folder, roots["segmentation"], roots["pix2pix"], dict.fromkeys(roots, 10**9))
+    return configs[case], roots[case]
 
 
 def build_quiet_trainer(config: Path, overrides: list[str], work_dir: str):
@@ -108,19 +155,16 @@ def main() -> None:
 
     import torch
 
-    from benchmarks.folder_data import make_aligned_pairs, make_voc
-    from benchmarks.speed import WINDOW, write_configs
+    from benchmarks.speed import WINDOW
 
     precision = ["amp.enabled=true", "amp.dtype=bfloat16"] if args.bf16 else ["amp.enabled=false"]
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        roots = {"segmentation": make_voc(folder / "voc", args.images, args.size),
-                 "pix2pix": make_aligned_pairs(folder / "pairs", args.images, args.size)}
-        configs = write_configs(folder, roots["segmentation"], roots["pix2pix"], dict.fromkeys(BATCH, 10**9))
+        config, root = write_case(args.case, folder, args.images, args.size)
         # the work dir's checkpoint at the end of fit: never (max_iters is only reached block by block)
-        trainer = build_quiet_trainer(configs[args.case], [*precision, "train.ckpt_interval=0", *args.overrides],
+        trainer = build_quiet_trainer(config, [*precision, "train.ckpt_interval=0", *args.overrides],
                                       str(folder / "work"))
-        steps = plain_loop(args.case, roots[args.case], args.bf16)
+        steps = plain_loop(args.case, root, args.bf16)
         _, plain_iters = time_plain(steps, args.block, 0, WINDOW)  # warm-up
         time_framework(trainer, args.block)
         plain, ours = [], []
