@@ -1,8 +1,9 @@
 """The benchmarks' plain scripts train the same networks as the framework, written apart: equal
 parameter counts, output shapes, FLOPs (torch.utils.flop_counter) and layer kinds. Equal
 parameters alone are not enough: a PatchGAN with one stride changed has the same parameters and
-half the FLOPs. And the plain scripts import nothing of the framework's, and train in float32 or,
-with --bf16, under bfloat16 autocast."""
+half the FLOPs. The semantic-synthesis script (both variants) also trains with its config's
+optimizers, batch, EMA decay and loss weights. And the plain scripts import nothing of the
+framework's, and train in float32 or, with --bf16, under bfloat16 autocast."""
 
 import ast
 import importlib.util
@@ -18,11 +19,13 @@ from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
 from benchmarks.folder_data import make_aligned_pairs, make_voc
+from benchmarks.in_process import BATCH
 from framework.config import load_config, to_plain
 from framework.registry import MODELS
 from support import REPO
 
 PLAIN = REPO / "benchmarks" / "plain"
+SYNTHESIS = {"oasis": "configs/synthesis/oasis_textures.yaml", "spade": "configs/synthesis/spade_textures.yaml"}
 
 
 def plain_networks():
@@ -30,6 +33,19 @@ def plain_networks():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def plain_synthesis(monkeypatch):
+    """benchmarks/plain/synthesis.py as it runs: its sibling modules importable by their names."""
+    monkeypatch.syspath_prepend(str(PLAIN))
+    spec = importlib.util.spec_from_file_location("plain_synthesis", PLAIN / "synthesis.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def task_node(config: str) -> dict:
+    return to_plain(load_config(REPO / config))
 
 
 def framework_network(config: str, key: str) -> nn.Module:
@@ -40,14 +56,21 @@ def framework_network(config: str, key: str) -> nn.Module:
     return MODELS.build(node, path=f"task.{key}")
 
 
-def profile(network: nn.Module, inputs: torch.Tensor) -> dict:
+def output_shapes(output) -> list[tuple]:
+    """Every tensor's shape, in order: a multi-scale D's logits and features too."""
+    if isinstance(output, torch.Tensor):
+        return [tuple(output.shape)]
+    return [shape for part in output for shape in output_shapes(part)]
+
+
+def profile(network: nn.Module, *inputs: torch.Tensor) -> dict:
     kinds = (nn.Conv2d, nn.ConvTranspose2d, nn.BatchNorm2d, nn.InstanceNorm2d, nn.ReLU, nn.LeakyReLU, nn.Tanh,
-             nn.MaxPool2d)
+             nn.MaxPool2d, nn.AvgPool2d)
     with torch.no_grad(), FlopCounterMode(display=False) as flops:
-        output = network(inputs)
+        output = network(*inputs)
     return {
         "parameters": sum(p.numel() for p in network.parameters()),
-        "output": tuple(output.shape),
+        "output": output_shapes(output),
         "flops": flops.get_total_flops(),
         "layers": Counter(type(m).__name__ for m in network.modules() if isinstance(m, kinds)),
     }
@@ -70,6 +93,39 @@ def test_plain_network_equals_the_framework_network(case):
     assert ours == theirs
 
 
+@pytest.mark.parametrize("variant", SYNTHESIS)
+def test_plain_synthesis_networks_equal_the_framework_networks(variant, monkeypatch):
+    # inputs of the config's sizes: a change there (classes, noise, image size) reaches both sides
+    task = task_node(SYNTHESIS[variant])["task"]
+    generator, discriminator = plain_synthesis(monkeypatch).networks(variant)
+    classes, size = task["generator"]["num_classes"], task["generator"]["image_size"]
+    labels = torch.randint(0, classes, (2, size, size))
+    one_hot = torch.nn.functional.one_hot(labels, classes).permute(0, 3, 1, 2).float()
+    noise = torch.randn(2, task["generator"]["noise_dim"])
+    assert profile(framework_network(SYNTHESIS[variant], "generator"), one_hot, noise) == \
+        profile(generator, one_hot, noise)
+    seen = torch.rand(2, task["discriminator"]["in_channels"], size, size)
+    assert profile(framework_network(SYNTHESIS[variant], "discriminator"), seen) == profile(discriminator, seen)
+
+
+@pytest.mark.parametrize("variant", SYNTHESIS)
+def test_plain_synthesis_trains_with_the_configs_settings(variant, monkeypatch):
+    cfg, script = task_node(SYNTHESIS[variant]), plain_synthesis(monkeypatch)
+    task, optimizers = cfg["task"], cfg["optimizers"]
+    assert script.OPTIMIZERS[variant] == {"lr_g": optimizers["generator"]["lr"],
+                                          "lr_d": optimizers["discriminator"]["lr"],
+                                          "betas": tuple(optimizers["generator"]["betas"])}
+    assert tuple(optimizers["discriminator"]["betas"]) == script.OPTIMIZERS[variant]["betas"]
+    assert BATCH[variant] == cfg["data"]["train"]["batch_size"] and script.EMA_DECAY == task["ema_decay"]
+    assert script.CLASSES == task["num_classes"] and script.NOISE_DIM == task["generator"]["noise_dim"]
+    assert cfg["data"]["train"]["dataset"].get("pipeline", []) == []  # the plain script flips nothing
+    if variant == "oasis":
+        assert task["gan_loss"] == "oasis" and script.LABELMIX_WEIGHT == task["labelmix_weight"]
+    else:
+        assert task["gan_loss"] == "hinge" and script.FEATURE_MATCHING_WEIGHT == task["feature_matching"]["weight"]
+        assert task.get("perceptual") is None  # the plain script has no perceptual term
+
+
 def test_a_changed_stride_is_seen_though_parameters_are_equal():
     plain = plain_networks()
     network = plain.PatchDiscriminator(6, 16, 3)
@@ -87,26 +143,29 @@ def test_plain_scripts_import_nothing_of_the_framework(script):
         assert not any(n.split(".")[0] in ("framework", "projects") for n in names), f"{script.name}: {names}"
 
 
-@pytest.mark.parametrize("script", ["segmentation", "pix2pix"])
-def test_plain_scripts_train_in_float32_or_under_bf16_autocast(script, tmp_path):
-    root = make_voc(tmp_path / "data", 8) if script == "segmentation" else make_aligned_pairs(tmp_path / "data", 8)
+@pytest.mark.parametrize("script, variant", [("segmentation", None), ("pix2pix", None), ("synthesis", "oasis"),
+                                             ("synthesis", "spade")])
+def test_plain_scripts_train_in_float32_or_under_bf16_autocast(script, variant, tmp_path):
+    root = {"segmentation": lambda: make_voc(tmp_path / "data", 8), "pix2pix": lambda: make_aligned_pairs(tmp_path / "data", 8),
+            "synthesis": lambda: make_voc(tmp_path / "data", 8, scenes="textures")}[script]()
+    options = ["--variant", variant] if variant else []
 
     def train(*flags):
         out = tmp_path / f"{script}{''.join(flags)}.pth"
-        result = subprocess.run([sys.executable, PLAIN / f"{script}.py", root, "--iters", "3", "--batch", "4",
+        result = subprocess.run([sys.executable, PLAIN / f"{script}.py", root, *options, "--iters", "3", "--batch", "4",
                                  "--window", "1", "--out", out, *flags], cwd=PLAIN, capture_output=True, text=True,
                                 timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
         assert result.returncode == 0, result.stderr
         assert len(json.loads(result.stdout.splitlines()[-1])["window_times"]) == 3
         state = torch.load(out, weights_only=True)
-        return {f"{net}.{k}": v for net, d in state.items() for k, v in d.items()} if script == "pix2pix" else state
+        return state if script == "segmentation" else {f"{net}.{k}": v for net, d in state.items() for k, v in d.items()}
 
     float32, bf16 = train(), train("--bf16")
     assert all(v.dtype != torch.bfloat16 and torch.isfinite(v).all() for v in bf16.values())  # float32 weights
     assert any(not torch.equal(float32[k], bf16[k]) for k in float32)  # bf16 rounding changed the training
 
 
-@pytest.mark.parametrize("case", ["segmentation", "pix2pix"])
+@pytest.mark.parametrize("case", ["segmentation", "pix2pix", "oasis", "spade"])
 def test_in_process_benchmark_trains_both_loops_alike(case):
     # benchmarks/in_process.py drives the plain script's loop and the framework's Trainer block by
     # block; each must really train every block's iterations, or its time per iteration is not one.
