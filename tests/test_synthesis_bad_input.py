@@ -247,11 +247,11 @@ def test_test_py_refuses_the_same_before_metrics_json_and_the_first_image(synthe
     overrides = [*RUN, score(seven, folder / "seven.pth")]
     if case == "label-value":
         _, labels = write_scenes(tmp_path / "val")
-        label = cv2.imread(str(labels / "01.png"), cv2.IMREAD_UNCHANGED)
+        label = cv2.imread(str(labels / "03.png"), cv2.IMREAD_UNCHANGED)  # in the second batch of two
         label[0, 0] = 9
-        cv2.imwrite(str(labels / "01.png"), label)
+        cv2.imwrite(str(labels / "03.png"), label)
         overrides.append(f"data.val.dataset.root={tmp_path / 'val'}")
-        expected = f"{labels / '01.png'}: mask values [9] outside [0, 7) (ignore_index 255)"
+        expected = f"{labels / '03.png'}: mask values [9] outside [0, 7) (ignore_index 255)"
     elif case == "size":
         overrides.append("+data.val.dataset.pipeline=[{type: CenterCrop, height: 32, width: 31}]")
         expected = "data.val.dataset: samples are 32x31 after the pipeline (sample 00), a size the generator cannot draw"
