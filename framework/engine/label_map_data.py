@@ -14,9 +14,12 @@ before metrics.json and the first image of --show-dir):
   `image_size`; for evaluation, any size its depth allows (the generator is convolutional and
   evaluation draws at the data's size, but a side that is no multiple of 2**num_up_layers
   fails in its first resize);
-- every label map, read once in the loader's worker processes (analysis/dataset_scan.py's
-  `check_label_maps`): values outside the classes other than the ignore label, and a size other
-  than its image's. Every process reads them all: each refuses with the same line.
+- every label map of a dataset read from files (one with `image_path`: the folder datasets),
+  read once in the loader's worker processes (analysis/dataset_scan.py's `check_label_maps`):
+  values outside the classes other than the ignore label, and a size other than its image's.
+  Every process reads them all: each refuses with the same line. A generated dataset's maps
+  (SyntheticTextures) come from its code, not from files a user drew: each sample's own check
+  still names a bad one when it is read, and start-up does not render them all.
 """
 
 from __future__ import annotations
@@ -42,7 +45,8 @@ def check_label_map_data(task, loader, path: str, training: bool) -> None:
     dataset, where = loader.dataset, f"{path}.dataset"
     check_classes(task, dataset, where)
     check_sample_size(task.generator_for(), dataset, where, training)
-    check_label_maps(dataset, workers=loader.num_workers)
+    if hasattr(dataset, "image_path"):
+        check_label_maps(dataset, workers=loader.num_workers)
 
 
 def check_classes(task, dataset, where: str) -> None:
