@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from PIL import Image
 from torch import nn
 
-from framework.analysis.dataset_scan import check_label_values
+from framework.analysis.dataset_scan import check_label_maps
 from framework.data import LabelImageFolders, SegmentationDataset, SyntheticTextures
 from framework.data.textures import TEXTURE_CLASSES
 from framework.errors import DataError
@@ -149,19 +149,33 @@ def test_pairs_of_different_sizes_are_refused_at_start_up(tmp_path):
     assert unchecked[0]["name"] == "good"
     with pytest.raises(DataError, match="wide.png: mask is 4x6 but its image is 4x7"):
         unchecked[1]
+    with pytest.raises(DataError, match="labels/wide.png: mask is 4x6 but its image is 4x7$"):  # every file, at start-up
+        check_label_maps(unchecked)
+
+
+def test_a_label_map_drawn_on_the_stored_pixels_of_a_turned_photo_is_named_as_such(tmp_path):
+    from test_exif_orientation import write_oriented
+
+    _write_pair(tmp_path, "photo", np.zeros((4, 6)))
+    write_oriented(tmp_path / "images" / "photo.png", np.zeros((4, 6, 3), np.uint8), 6)  # shown 6x4
+    with pytest.raises(DataError, match=r"photo.png: mask is 4x6 but its image is 6x4; the image is stored 4x6 with "
+                                        r"EXIF orientation 6 \(turned 90 degrees clockwise when shown\)"):
+        check_label_maps(_folders(tmp_path, check_sizes=False))
+    write_oriented(tmp_path / "images" / "photo.png", np.zeros((4, 6, 3), np.uint8), 3)  # turned 180: same size
+    check_label_maps(_folders(tmp_path))
 
 
 def test_label_values_are_checked_at_start_up_at_the_class_boundary(tmp_path):
     _write_pair(tmp_path, "a", np.array([[0, 1], [2, 255]]))  # 2 = num_classes - 1 and the ignore label: fine
-    check_label_values(_folders(tmp_path))
+    check_label_maps(_folders(tmp_path))
     _write_pair(tmp_path, "b", np.array([[0, 3], [3, 1]]))  # 3 = num_classes
     with pytest.raises(DataError, match=r"labels/b.png: mask values \[3\] outside \[0, 3\) \(ignore_index 255\)$"):
-        check_label_values(_folders(tmp_path))
+        check_label_maps(_folders(tmp_path))
     other = tmp_path / "other"
     other.mkdir()
     _write_pair(other, "b", np.array([[0, 3], [3, 1]]))
-    check_label_values(_folders(other, ignore_index=3))  # 3 is the ignore label there
+    check_label_maps(_folders(other, ignore_index=3))  # 3 is the ignore label there
     _write_pair(tmp_path, "c", np.array([[7, 1], [1, 1]]))
     with pytest.raises(DataError, match=r"b.png: mask values \[3\] .* \(and 1 more file\(s\); python tools/check_dataset.py"):
-        check_label_values(_folders(tmp_path), workers=1)
-    check_label_values(SyntheticTextures(num_samples=8))  # a generated dataset: its masks from load_sample
+        check_label_maps(_folders(tmp_path), workers=1)
+    check_label_maps(SyntheticTextures(num_samples=8))  # a generated dataset: its masks from load_sample

@@ -194,6 +194,8 @@ def run_browse_dataset(run: Walked, tmp: Path) -> None:
     assert result.returncode == 0, result.stderr
     grid = cv2.imread(str(tmp / "browse" / "grid_000.png"))
     assert grid is not None and grid.shape[0] > 0
+    if run.labels:  # a row per (square) sample: image | colourised label map | overlay
+        assert grid.shape[1] == 3 * grid.shape[0] // 2, grid.shape
 
 
 def run_check_dataset(run: Walked, tmp: Path) -> None:

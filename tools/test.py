@@ -16,6 +16,7 @@ from framework.config import default_work_dir, import_custom_modules, load_confi
 from framework.data.loader import build_dataloader
 from framework.engine.build import build_metrics, build_task, select_device
 from framework.engine.evaluation import evaluate
+from framework.engine.label_map_data import check_label_map_data
 from framework.engine.nonfinite import refuse_nonfinite_weights
 from framework.errors import ConfigError
 from framework.metrics import is_per_class, json_safe, summary_values
@@ -71,6 +72,7 @@ def main(args: argparse.Namespace) -> None:
     setup_logging(work_dir, "test.log")  # the work dir is only written once the checkpoint fits
     section_path = "data.test" if plain["data"].get("test") else "data.val"
     loader = build_dataloader(section, section_path, train=False, device=device)
+    check_label_map_data(task, loader, section_path, training=False)  # before --show-dir's first image
     metrics = build_metrics(plain)
     fit_metrics_to_dataset(metrics, loader.dataset, f"{section_path}.dataset")
 

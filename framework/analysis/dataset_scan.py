@@ -4,8 +4,10 @@ wrong with it (unreadable image, colour mask, mask values outside the classes, m
 sizes differing).
 
 Used by tools/check_dataset.py (the dataset doctor) and by `weight: auto` class weights;
-`check_label_values` is the start-up check of the masks alone, for a task that one-hot encodes
-labels (semantic synthesis: a value >= num_classes there is "scatter index out of bounds").
+`check_label_maps` is the start-up check of the masks (and only the headers of their images) for
+a task that one-hot encodes labels (semantic synthesis, framework/engine/label_map_data.py: a
+value >= num_classes there is "scatter index out of bounds", a label map of another size than
+its image fails when a worker reads the pair, iterations in).
 Samples are read in DataLoader workers; each yields a small record, never the pixels.
 """
 
@@ -19,7 +21,8 @@ import torch
 from PIL import Image
 
 from framework.data.base import SegmentationDataset
-from framework.data.folder import exif_orientation, read_index_mask, read_rgb_image
+from framework.data.folder import exif_orientation, exif_size_hint, read_index_mask, read_rgb_image
+from framework.data.label_folders import shown_size
 from framework.errors import DataError
 
 
@@ -172,8 +175,9 @@ def class_totals(records: list[SampleRecord], num_classes: int) -> tuple[np.ndar
     return pixels, image_pixels, images
 
 
-class _MaskValueProblems(torch.utils.data.Dataset):
-    """Sample i -> the line naming its mask's out-of-range values, or "" (masks only, as training reads them)."""
+class _LabelMapProblems(torch.utils.data.Dataset):
+    """Sample i -> the line naming what is wrong with its label map, or "": its size against its
+    image's (the image file's header only), then its values (masks only, as training reads them)."""
 
     def __init__(self, dataset: SegmentationDataset):
         self.dataset = dataset
@@ -184,20 +188,38 @@ class _MaskValueProblems(torch.utils.data.Dataset):
     def __getitem__(self, index: int) -> str:
         where = self.dataset.mask_path(index)
         try:
-            if hasattr(self.dataset, "image_path"):  # a folder dataset: read the mask file alone
-                mask = read_index_mask(where)
+            if hasattr(self.dataset, "image_path"):  # a folder dataset: the mask file, the image's header
+                mask, image_size = read_index_mask(where), self._image_size(index)
             else:
-                mask = self.dataset.load_sample(index)[1]
+                image, mask, _ = self.dataset.load_sample(index)
+                image_size = image.shape[:2]
         except DataError as err:
             return str(err)
+        if image_size is not None and tuple(mask.shape[:2]) != tuple(image_size):
+            hint = self._size_hint(index, image_size, mask.shape[:2])
+            return (f"{where}: mask is {mask.shape[0]}x{mask.shape[1]} but its image is "
+                    f"{image_size[0]}x{image_size[1]}{hint}")
         values = np.bincount(mask.ravel().astype(np.int64).clip(0), minlength=self.dataset.num_classes)
         return mask_value_problem(values, int(mask.min()) if mask.size else 0, self.dataset, where) or ""
 
+    def _read_as_shown(self) -> bool:
+        return getattr(self.dataset, "channels", None) is None  # N channels are read as stored
 
-def check_label_values(dataset: SegmentationDataset, workers: int = 0) -> None:
-    """Refuse, before training, masks holding values outside [0, num_classes) other than the
-    ignore label: one DataError naming the first such file and its values, and how many more."""
-    loader = torch.utils.data.DataLoader(_MaskValueProblems(dataset), batch_size=None, num_workers=workers)
+    def _image_size(self, index: int) -> tuple[int, int] | None:
+        """As training reads the image (None when unreadable: the sample's read names it)."""
+        return shown_size(self.dataset.image_path(index), turned_by_exif=self._read_as_shown())
+
+    def _size_hint(self, index: int, image_size, mask_size) -> str:
+        if not hasattr(self.dataset, "image_path") or not self._read_as_shown():
+            return ""
+        return exif_size_hint(self.dataset.image_path(index), image_size, mask_size)
+
+
+def check_label_maps(dataset: SegmentationDataset, workers: int = 0) -> None:
+    """Refuse, before training, label maps holding values outside [0, num_classes) other than the
+    ignore label, or of another size than their image: one DataError naming the first such file
+    (its values, or both sizes), and how many more."""
+    loader = torch.utils.data.DataLoader(_LabelMapProblems(dataset), batch_size=None, num_workers=workers)
     problems = [problem for problem in loader if problem]
     if problems:
         more = f" (and {len(problems) - 1} more file(s); python tools/check_dataset.py lists them)" if len(problems) > 1 else ""

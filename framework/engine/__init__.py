@@ -2,7 +2,8 @@
 
 Owns: `Trainer` (`trainer.py`: the loop and the hook order), the build order of a run
 (`build.py`), hooks (`hooks/`), resume (`resume.py`), stop signals (`stop.py`), evaluation
-(`evaluation.py`), the start-up checks on the first two samples (`startup_check.py`), the non-finite guard (`nonfinite.py`), random states (`random_state.py`),
+(`evaluation.py`), the start-up checks on the first two samples (`startup_check.py`) and of a
+label-conditioned task's data (`label_map_data.py`), the non-finite guard (`nonfinite.py`), random states (`random_state.py`),
 what is loaded before training (`pretrained.py`), a trained task for the tools (`trained.py`),
 per-network settings (`network_settings.py`). The process around the loop (precision, malloc,
 compile, the tools' error lines, the work-dir lock) is framework.runtime's.

@@ -1,8 +1,8 @@
 """From a validated config to a ready Trainer, in named stages (and the pieces tools/test.py reuses).
 
 The order of `build_trainer` matters and is the one place to read it:
-loaders -> the first two samples -> networks (task, frozen/norm_eval, `weight: auto` class weights, the first
-step's forward on those samples, pretrained unless resuming, SyncBN, channels_last)
+loaders -> the first two samples -> networks (task, frozen/norm_eval, the data of a task conditioned on label
+maps, `weight: auto` class weights, the first step's forward on those samples, pretrained unless resuming, SyncBN, channels_last)
 -> optimizers (+ GradScaler) -> DDP (rank 0's weights broadcast) -> hooks (before the first file) -> loggers (rank 0)
 -> Trainer -> resume -> run summary. The process group is the caller's (tools/train.py).
 """
@@ -23,6 +23,7 @@ from framework.dist import get_rank, get_world_size, is_main, wrap_networks
 from framework.dist.sync_bn import convert_sync_batchnorm
 from framework.engine import network_settings, pretrained
 from framework.engine.hooks import CheckpointHook, EvalHook, HParamsHook, LoggerHook, LRSchedulerHook
+from framework.engine.label_map_data import check_label_map_data
 from framework.engine.loggers import LoggerGroup, build_loggers
 from framework.engine.nonfinite import NonFiniteGuard
 from framework.engine.random_state import seed_everything
@@ -66,7 +67,7 @@ def build_trainer(cfg: DictConfig, work_dir: str, resume: str | bool | None = No
     log_device_defaults(plain, device, train_loader)
     max_iters = total_iterations(plain["train"], len(train_loader))
     task = build_networks(plain, device, work_dir, load_pretrained=resume_from is None, train_loader=train_loader,
-                          first_batch=first_batch)
+                          first_batch=first_batch, val_loader=val_loader)
     amp_dtype = autocast_dtype(plain["amp"], device)
     logger.info(precision.describe(plain["amp"], device, amp_dtype))
     optim = build_optim(plain, task, device, max_iters, amp_dtype)
@@ -140,8 +141,9 @@ def build_task(cfg: dict, device: torch.device):
 
 
 def build_networks(cfg: dict, device: torch.device, work_dir: str, load_pretrained: bool, train_loader=None,
-                   first_batch=None):
-    """The task, its networks frozen/kept in eval as configured, `weight: auto` class weights from
+                   first_batch=None, val_loader=None):
+    """The task, its networks frozen/kept in eval as configured, the loaders' data checked for a task
+    conditioned on label maps (engine/label_map_data.py), `weight: auto` class weights from
     `train_loader`'s data, the first step's forward tried on `first_batch` (engine/startup_check.py),
     pretrained weights loaded (not when resuming: the checkpoint holds the weights), SyncBN,
     channels_last, compiled."""
@@ -149,6 +151,9 @@ def build_networks(cfg: dict, device: torch.device, work_dir: str, load_pretrain
     networks = network_settings.configured_networks(task)
     for _, network, settings in networks:
         network_settings.freeze_and_keep_eval(network, settings)  # before the optimizers pick parameters
+    for path, loader in (("data.train", train_loader), ("data.val", val_loader)):
+        if loader is not None:  # before the first step, which would one-hot encode a bad label map
+            check_label_map_data(task, loader, path, training=path == "data.train")
     if train_loader is not None:  # `weight: auto` losses (rank 0 counts, cached in the work dir): the first step needs them
         resolve_auto_class_weights(task, train_loader.dataset, work_dir, cfg["data"]["train"]["dataset"], device,
                                    workers=train_loader.num_workers)

@@ -23,6 +23,7 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+import yaml
 
 from framework.config import import_custom_modules, load_config, to_plain
 from framework.errors import CheckpointError, ConfigError
@@ -58,6 +59,11 @@ def build_segmenter(config: str, checkpoint: str, num_classes: int) -> tuple[tor
     node = {k: v for k, v in task["model"].items() if k not in TRAINING_ONLY_KEYS}
     network = MODELS.build(node, path=f"{config}: task.model")
     state = read_weights_file(checkpoint)
+    trained = trained_classes(state)
+    if trained is not None and trained != num_classes:
+        raise CheckpointError(f"checkpoint: {checkpoint} is a segmenter of {trained} classes (task.num_classes of the "
+                              f"config saved in it), the synthesis has {num_classes}; score with a segmenter trained "
+                              "on the synthesis classes")
     state = state.get("task", state)  # a training checkpoint, or a task state dict saved alone
     weights = {k.removeprefix("model."): v for k, v in state.items() if k.startswith("model.")}
     if not weights:
@@ -66,11 +72,40 @@ def build_segmenter(config: str, checkpoint: str, num_classes: int) -> tuple[tor
         missing, unexpected = network.load_state_dict(weights, strict=False)
     except RuntimeError as err:  # shapes differ
         detail = next((line.strip() for line in str(err).splitlines() if "size mismatch" in line), str(err))
+        outputs = other_output_count(network, weights, node.get("num_classes"))
+        if outputs is not None:
+            detail = (f"its output layer has {outputs} outputs, task.model.num_classes is {node['num_classes']}: "
+                      f"the checkpoint is of a segmenter of another class count ({detail})")
         raise CheckpointError(f"{checkpoint} does not fit the model of {config}: {detail}") from err
     if missing or unexpected:
         raise CheckpointError(f"{checkpoint} does not fit the model of {config}: missing {missing[:3]}, "
                               f"unexpected {unexpected[:3]}")
     return network.eval().requires_grad_(False), task
+
+
+def trained_classes(state: dict) -> int | None:
+    """task.num_classes of the config a training checkpoint saved (meta.config); None without one."""
+    meta = state.get("meta")
+    text = meta.get("config") if isinstance(meta, dict) else None
+    try:
+        task = (yaml.safe_load(text) or {}).get("task") if isinstance(text, str) else None
+    except (yaml.YAMLError, AttributeError):  # not a config, or not a mapping
+        return None
+    classes = task.get("num_classes") if isinstance(task, dict) else None
+    return classes if isinstance(classes, int) else None
+
+
+def other_output_count(network: torch.nn.Module, weights: dict, outputs: int | None) -> int | None:
+    """The checkpoint's output count when the only tensors that do not fit `network` are its output
+    layer's, with another count in their first dimension (a segmenter of other classes); else None."""
+    own = network.state_dict()
+    differing = [(tuple(value.shape), tuple(own[key].shape)) for key, value in weights.items()
+                 if key in own and tuple(own[key].shape) != tuple(value.shape)]
+    if outputs is None or not differing or any(theirs[1:] != ours[1:] or ours[0] != outputs
+                                               for theirs, ours in differing):
+        return None
+    counts = {theirs[0] for theirs, _ in differing}
+    return counts.pop() if len(counts) == 1 else None
 
 
 @METRICS.register()

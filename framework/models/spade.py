@@ -133,7 +133,10 @@ class SPADEGenerator(nn.Module):
         if noise_dim < 0:
             raise ValueError(f"noise_dim must be >= 0 (0: no noise), got {noise_dim}")
         self.start_height, self.start_width = start_size(image_size, num_up_layers)
+        self.num_up_layers = num_up_layers
         self.size_divisor = 2**num_up_layers  # what a label map's sides must be multiples of (inference pads to it)
+        # the (height, width) it trains at: the start-up check holds the training data to it
+        self.image_size = (self.start_height * self.size_divisor, self.start_width * self.size_divisor)
         self.num_classes = num_classes
         self.contain_dontcare_label = bool(contain_dontcare_label)
         self.label_channels = num_classes + int(self.contain_dontcare_label)
