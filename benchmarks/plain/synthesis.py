@@ -10,7 +10,7 @@ framework's) against
 - `--variant spade` (configs/synthesis/spade_textures.yaml): a two-scale PatchGAN on
   [one-hot, image] with instance norm, the hinge loss and pix2pixHD's feature matching;
 D on reals and detached fakes first, then G (D's parameters frozen), then the EMA of G's weights
-(decay 0.999, buffers copied). Adam with the configs' two learning rates and betas, fused as the
+(decay 0.99, buffers copied). Adam with the configs' two learning rates and betas, fused as the
 framework's default is (the ratio measures the framework); no flips (the configs have none).
 
     python benchmarks/plain/synthesis.py ROOT --variant oasis --iters 1000 --batch 8 --window 50 --out ckpt.pth [--bf16] [--device cuda]
@@ -32,7 +32,7 @@ from segmentation import load_voc
 
 CLASSES = 7
 NOISE_DIM = 16
-EMA_DECAY = 0.999
+EMA_DECAY = 0.99
 LABELMIX_WEIGHT = 10.0
 FEATURE_MATCHING_WEIGHT = 10.0
 # the configs' optimizers: TTUR rates, OASIS's and SPADE's betas
@@ -42,7 +42,7 @@ OPTIMIZERS = {"oasis": {"lr_g": 1e-4, "lr_d": 4e-4, "betas": (0.0, 0.999)},
 
 def networks(variant):
     """(G, D) of the variant's config, written apart."""
-    G = SPADEGenerator(classes=CLASSES, noise_dim=NOISE_DIM, width=16, ups=3, hidden=32)
+    G = SPADEGenerator(classes=CLASSES, noise_dim=NOISE_DIM, width=32, ups=3, hidden=32)
     if variant == "oasis":
         D = SegUNet(in_ch=3, classes=CLASSES + 1, width=16, levels=3, batch_norm=False)
     else:  # D sees the one-hot map and the image
