@@ -1,5 +1,5 @@
 """The optimizer step alone: torch's default (foreach) against the fused kernel the framework
-chooses by default (framework/optim/optimizers.py, with_fused_default), on the parameters of
+chooses by default (framework/optim/fused.py, with_fused_default), on the parameters of
 networks the configs train.
 
     python benchmarks/fused_optim.py [--threads 2] [--repeats 30]

@@ -255,3 +255,27 @@ def test_the_oasis_loss_skips_its_own_ignore_index():
 def test_a_gan_loss_of_another_kind_is_one_line():
     with pytest.raises(ValueError, match="^gan_loss: expected a GAN loss name or an AdversarialLoss node, got int$"):
         adversarial_loss(3)
+
+
+@pytest.mark.parametrize("name", ["vanilla", "lsgan", "hinge", "wgan-gp"])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_the_adversarial_terms_of_half_precision_logits_are_float32(name, dtype):
+    """Under autocast D's logits are bfloat16 or float16; each term is computed on them in float32
+    (a bfloat16 hinge loss moves in steps of 1/128 near 2; a float16 logit of 300 squared overflows)."""
+    loss = adversarial_loss(name)
+    logits = [torch.linspace(-300.0, 300.0, 64).view(1, 1, 8, 8).to(dtype), torch.randn(1, 1, 4, 4).to(dtype)]
+    output = MultiScaleOutput(logits)
+    with torch.autocast("cpu", dtype=dtype):
+        terms = (*loss.discriminator(output, output), loss.generator(output))
+    with torch.autocast("cpu", enabled=False):
+        expected = (*loss.discriminator(MultiScaleOutput([x.float() for x in logits]),
+                                        MultiScaleOutput([x.float() for x in logits])),
+                    loss.generator(MultiScaleOutput([x.float() for x in logits])))
+    for term, reference in zip(terms, expected):
+        assert term.dtype == torch.float32 and torch.isfinite(term)
+        torch.testing.assert_close(term, reference, atol=0, rtol=0)
+
+
+class MultiScaleOutput:
+    def __init__(self, logits):
+        self.logits = logits

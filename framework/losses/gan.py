@@ -29,7 +29,7 @@ instead and declares `reads_labels`: framework/losses/oasis.py's `OASISLoss`):
 
 A discriminator's output is a logit tensor, or a multi-scale output with `.logits` (a list,
 one logit map per scale; framework/models/discriminators.py): each loss is then the mean over
-the scales of the loss at each scale.
+the scales of the loss at each scale. The terms get the logits in float32 under AMP too.
 
 Both penalties (`gradient_penalty`, `r1_penalty`) run their discriminator pass in float32
 with autocast off, and differentiate the unscaled discriminator output: under float16 AMP the
@@ -63,7 +63,10 @@ def sample_verdicts(output) -> torch.Tensor:
 
 
 def _over_scales(term: Callable[[torch.Tensor], torch.Tensor], output) -> torch.Tensor:
-    losses = [term(logits) for logits in scale_logits(output)]
+    # In float32 whatever D computed in: under autocast, relu/pow/mean keep their input's dtype,
+    # so a hinge loss of bfloat16 logits was itself bfloat16, steps of 1/128 near 2 (a SPADE
+    # run logged loss_d 1.984375), and a float16 logit over 256 overflows when squared.
+    losses = [term(logits.float()) for logits in scale_logits(output)]
     return losses[0] if len(losses) == 1 else torch.stack(losses).mean()
 
 

@@ -238,26 +238,10 @@ def restart_lr(scheduler) -> None:
     scheduler._last_lr = list(lrs)  # what get_last_lr() reports; torch keeps it in this attribute
 
 
-def with_fused_default(node: dict, params: list[nn.Parameter]) -> dict:
-    """`fused: true` unless the entry chooses (`fused` or `foreach`), for the optimizers that
-    have a fused kernel (Adam, AdamW, SGD, Adagrad) when every parameter is a float tensor on the
-    CPU or a CUDA device. torch's default is the multi-tensor `foreach` loop; the fused kernel
-    does the whole update in one pass: an AdamW step over EncoderUNet-resnet18's 14.3M parameters
-    takes 7 ms instead of 34 on 2 CPU cores (benchmarks/fused_optim.py). `fused: false` restores
-    torch's default."""
-    cls = OPTIMIZERS.get(node["type"]) if isinstance(node.get("type"), str) and node["type"] in OPTIMIZERS else None
-    if cls is None or "fused" in node or "foreach" in node or node.get("differentiable"):
-        return node
-    if "fused" not in inspect.signature(cls.__init__).parameters:
-        return node
-    if not all(p.is_floating_point() and p.device.type in ("cpu", "cuda") for p in params):
-        return node
-    return {**node, "fused": True}
-
-
 def build_optimizers(cfg: Mapping, task: nn.Module, max_iters: int, scaler: torch.amp.GradScaler | None = None,
                      skip_nonfinite: bool = False, max_skips: int = 10) -> Optimizers:
     """Build from the config's `optim` (one) or `optimizers` (by name) section."""
+    from framework.optim.fused import with_fused_default
     from framework.optim.ownership import claim_params, refuse_unoptimized
     from framework.optim.param_groups import split_param_groups
     from framework.optim.schedulers import build_scheduler
@@ -278,7 +262,8 @@ def build_optimizers(cfg: Mapping, task: nn.Module, max_iters: int, scaler: torc
         node = {k: v for k, v in entry.items() if k not in ENTRY_KEYS}
         params = claim_params(task, entry.get("params"), path, name, owner)
         groups = split_param_groups(task, params, node, entry.get("param_groups"), path)
-        optimizers[name] = OPTIMIZERS.build(with_fused_default(node, params), path=path, params=groups)
+        fused_default = with_fused_default(node, params, groups, path, float16=scaler is not None)
+        optimizers[name] = OPTIMIZERS.build(fused_default, path=path, params=groups)
         if entry.get("clip_grad"):
             clips[name] = dict(entry["clip_grad"])
         if entry.get("scheduler"):
