@@ -142,7 +142,7 @@ class SPADEGenerator(nn.Module):
 
     def __init__(self, classes=7, noise_dim=16, width=16, ups=3, hidden=32):
         super().__init__()
-        self.ups = ups
+        self.ups, self.noise_dim = ups, noise_dim
         channels = [width * min(16, 2 ** (ups - i)) for i in range(ups + 1)]
         self.fc = nn.Conv2d(classes + noise_dim, channels[0], 3, padding=1)
         self.body = nn.ModuleList(SPADEResBlock(channels[max(i - 1, 0)], channels[i], classes + noise_dim, hidden)

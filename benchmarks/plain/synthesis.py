@@ -31,7 +31,7 @@ from networks import MultiScalePatchDiscriminator, SegUNet, SPADEGenerator, gan_
 from segmentation import load_voc
 
 CLASSES = 7
-NOISE_DIM = 16
+NOISE_DIM = {"oasis": 64, "spade": 16}  # OASIS's 64; the SPADE-style config keeps 16
 EMA_DECAY = 0.99
 LABELMIX_WEIGHT = 10.0
 FEATURE_MATCHING_WEIGHT = 10.0
@@ -42,7 +42,7 @@ OPTIMIZERS = {"oasis": {"lr_g": 1e-4, "lr_d": 4e-4, "betas": (0.0, 0.999)},
 
 def networks(variant):
     """(G, D) of the variant's config, written apart."""
-    G = SPADEGenerator(classes=CLASSES, noise_dim=NOISE_DIM, width=32, ups=3, hidden=32)
+    G = SPADEGenerator(classes=CLASSES, noise_dim=NOISE_DIM[variant], width=32, ups=3, hidden=32)
     if variant == "oasis":
         D = SegUNet(in_ch=3, classes=CLASSES + 1, width=16, levels=3, batch_norm=False)
     else:  # D sees the one-hot map and the image
@@ -157,7 +157,7 @@ def training_steps(images, masks, G, D, G_ema, opt_g, opt_d, variant, batch, dev
             real, label = images[index].float() / 127.5 - 1, masks[index]
             seg = one_hot(label)
             with autocast():
-                fake = G(seg, torch.randn(batch, NOISE_DIM, device=device))
+                fake = G(seg, torch.randn(batch, G.noise_dim, device=device))
             loss_d = d_loss(D, real, fake.detach(), label, seg, autocast)
             opt_d.zero_grad(set_to_none=True)
             loss_d.backward()
