@@ -8,6 +8,7 @@ import cv2
 import numpy as np
 import pytest
 
+from framework.config import load_config
 from support import REPO, call_tool, named
 
 TINY = ["device=cpu", "amp.enabled=false", "train.max_iters=2", "train.ckpt_interval=2", "train.val_interval=2",
@@ -76,7 +77,7 @@ def test_export_takes_label_maps_and_noise_of_any_size(run, tmp_path, fmt):
     draw = torch.Generator().manual_seed(3)
     labels = torch.randint(0, 7, (2, 29, 35), generator=draw).float()
     labels[0, :4, :4] = 255
-    noise = torch.randn(2, 16, generator=draw)
+    noise = torch.randn(2, *task.noise_shape, generator=draw)  # the config's noise_dim
     module, _, _ = task.deployable()
     with torch.no_grad():
         expected = module(labels, noise).numpy()
@@ -94,7 +95,8 @@ def test_analyze_model_and_test_run_on_it(run, tmp_path):
     result = call_tool("analyze_model", *args(run), "--size", "32", "32", "--depth", "0", "--json", tmp_path / "a.json")
     assert result.returncode == 0, result.stderr
     report = json.loads((tmp_path / "a.json").read_text())
-    assert report["generator"]["inputs"] == [[1, 7, 32, 32], [1, 16]]
+    noise_dim = load_config(CONFIGS[run[0]]).task.generator.noise_dim
+    assert report["generator"]["inputs"] == [[1, 7, 32, 32], [1, noise_dim]]
     result = call_tool("test", *args(run), "--work-dir", tmp_path / "test")
     assert result.returncode == 0, result.stderr + result.stdout[-1000:]
     assert "Diversity" in result.stdout
