@@ -1,7 +1,7 @@
 """SemanticSynthesisTask: one iteration of each discriminator against a hand-written loop (SPADE's
 PatchGAN on [label map, image] with hinge and feature matching; OASIS's segmenter with
-class-balanced CE and LabelMix), what evaluation returns, the interface the tools ask, and the
-configuration it refuses."""
+class-balanced CE and LabelMix; MSGAN's mode-seeking term), what evaluation returns, the
+interface the tools ask, and the configuration it refuses."""
 
 import copy
 
@@ -13,6 +13,7 @@ import framework  # noqa: F401  (fills the registries)
 import framework.visualization.palette
 from framework.errors import ConfigError
 from framework.losses.feature_matching import FeatureMatchingLoss
+from framework.losses.mode_seeking import mode_seeking_loss
 from framework.losses.oasis import (
     class_balanced_ce,
     fake_class_ce,
@@ -32,9 +33,9 @@ CLASSES, SIZE, NOISE = 3, 32, 4
 LR_G, LR_D = 0.05, 0.1
 
 
-def generator(noise_dim=NOISE):
+def generator(noise_dim=NOISE, norm="instance"):
     return SPADEGenerator(CLASSES, image_size=SIZE, base_channels=4, num_up_layers=2, noise_dim=noise_dim,
-                          spectral_norm=False, spade_hidden=8, param_free_norm="instance")
+                          spectral_norm=False, spade_hidden=8, param_free_norm=norm)
 
 
 def patch_discriminator():
@@ -129,6 +130,52 @@ def test_one_oasis_iteration_with_labelmix_equals_the_hand_written_loop():
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
 
 
+def test_the_mode_seeking_term_is_msgans_per_image_ratio_in_float32():
+    first = torch.zeros(2, 3, 4, 4, dtype=torch.bfloat16)
+    second = torch.stack([torch.zeros(3, 4, 4), torch.full((3, 4, 4), -0.1)]).to(torch.bfloat16)
+    second[0, 1] = 1.0  # a third of image 0's values differ by 1: spread 1/3, which bfloat16 would round to 0.333984375
+    first_noise, second_noise = torch.zeros(2, 5), torch.tensor([[2.0] * 5, [1.0, -1.0, 1.0, -1.0, 1.0]])
+    # image spreads 1/3 and 0.1 (bfloat16's 0.1 is 0.10009765625), noise spreads 2 and 1
+    expected = (1 / ((1 / 3) / 2 + 1e-5) + 1 / (0.10009765625 / 1 + 1e-5)) / 2
+    loss = mode_seeking_loss(first, second, first_noise, second_noise)
+    assert loss.dtype == torch.float32
+    torch.testing.assert_close(loss, torch.tensor(expected), rtol=1e-6, atol=0)
+
+
+def test_one_oasis_iteration_with_mode_seeking_equals_the_hand_written_loop():
+    """Each label map drawn twice in one pass of the doubled batch (batch norm: both draws in its
+    statistics), D and G's adversarial term on the first draws, 1 / (spread ratio + eps) on both."""
+    torch.manual_seed(0)
+    g, d = generator(norm="batch"), segmenter_discriminator()
+    ref_g, ref_d = copy.deepcopy(g), copy.deepcopy(d)
+    task = SemanticSynthesisTask(g, d, CLASSES, gan_loss="oasis", mode_seeking_weight=0.7)
+    data = batch()
+    torch.manual_seed(1)
+    logs = task.train_iteration([data], sgd(task))
+
+    torch.manual_seed(1)
+    labels = data["mask"].long()
+    one_hot = one_hot_labels(labels, CLASSES)
+    real = data["image"].float() / 127.5 - 1
+    noise = torch.randn(2, 2, NOISE)  # map by map: (first, second) draw
+    fake, second = ref_g(torch.cat([one_hot, one_hot]), torch.cat([noise[:, 0], noise[:, 1]])).chunk(2)
+    loss_d = class_balanced_ce(ref_d(real), labels) + fake_class_ce(ref_d(fake.detach()), labels)
+    step(ref_d, loss_d, LR_D)
+    for p in ref_d.parameters():
+        p.requires_grad_(False)
+    ratios = [(fake[i] - second[i]).abs().mean() / (noise[i, 0] - noise[i, 1]).abs().mean() for i in range(2)]
+    mode_seeking = 0.7 * sum(1 / (ratio + 1e-5) for ratio in ratios) / 2
+    loss_g = class_balanced_ce(ref_d(fake), labels) + mode_seeking
+    step(ref_g, loss_g, LR_G)
+
+    for key, value in {"loss_d": loss_d, "loss_g": loss_g, "loss_g_ms": mode_seeking}.items():
+        torch.testing.assert_close(logs[key], value.detach(), rtol=1e-5, atol=1e-7, msg=named(key))
+    for (name, a), b in zip([*g.named_parameters(), *d.named_parameters()], [*ref_g.parameters(), *ref_d.parameters()]):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6, msg=named(name))
+    for (name, a), b in zip(g.named_buffers(), ref_g.buffers()):  # running statistics of both draws
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6, msg=named(name))
+
+
 @pytest.mark.parametrize("noise_dim", [NOISE, 0])
 def test_evaluation_draws_two_seeded_images_per_label_map_that_differ_only_with_noise(noise_dim):
     torch.manual_seed(0)
@@ -170,6 +217,9 @@ def test_the_tools_interface_and_the_exported_module():
     ({"gan_loss": "hinge", "labelmix_weight": 10.0}, "labelmix_weight: LabelMix needs a segmenter discriminator"),
     ({"num_classes": 4}, "generator.num_classes 3 differs from the task's num_classes 4"),
     ({"labelmix_weight": float("nan"), "gan_loss": "oasis"}, "labelmix_weight must be a finite number >= 0, got nan"),
+    ({"mode_seeking_weight": -1.0}, "mode_seeking_weight must be a finite number >= 0, got -1.0"),
+    ({"mode_seeking_weight": 1.0, "generator": generator(noise_dim=0)},
+     r"mode_seeking_weight: the generator has no noise \(noise_dim 0\)"),
 ])
 def test_configuration_mistakes_are_one_line(extra, message):
     node = {"type": "SemanticSynthesisTask", "generator": generator(), "discriminator": segmenter_discriminator(),
@@ -183,18 +233,24 @@ def test_the_defaults():
     adversary = task.adversary
     assert (adversary.loss.name, adversary.d_weight, adversary.adv_weight, adversary.r1.weight, adversary.r1.interval,
             adversary.augment, adversary.feature_matching, task.perceptual, task.labelmix_weight, task.ema,
-            task.ignore_index) == ("hinge", 1.0, 1.0, 0.0, 1, None, None, None, 0.0, None, 255)
+            task.ignore_index, task.mode_seeking_weight) == ("hinge", 1.0, 1.0, 0.0, 1, None, None, None, 0.0, None, 255,
+                                                             0.0)
     assert task.judges_pairs and not task.uses_double_backward
     assert torch.equal(task.palette, torch.from_numpy(framework.visualization.palette.default_palette(CLASSES)))
 
 
-def test_two_micro_batches_equal_the_whole_batch_in_process():
+@pytest.mark.parametrize("mode_seeking_weight", [0.0, 0.5])
+def test_two_micro_batches_equal_the_whole_batch_in_process(mode_seeking_weight):
     """Every D micro-batch and the D step, then every G micro-batch with its fake drawn again under
-    the same random state, and the G step: what one batch twice as large does."""
+    the same random state, and the G step: what one batch twice as large does (with mode seeking,
+    each map's two noises too)."""
     torch.manual_seed(0)
-    nets = (generator(), patch_discriminator())
-    whole = SemanticSynthesisTask(*copy.deepcopy(nets), CLASSES, feature_matching=FeatureMatchingLoss(10.0))
-    split = SemanticSynthesisTask(*copy.deepcopy(nets), CLASSES, feature_matching=FeatureMatchingLoss(10.0))
+    # 8 noise channels with mode seeking: every draw 16 or 32 numbers, which torch.randn draws alike
+    # in one call or two; below 16 it switches method and micro-batches would draw other noise
+    nets = (generator(8 if mode_seeking_weight else NOISE), patch_discriminator())
+    options = {"feature_matching": FeatureMatchingLoss(10.0), "mode_seeking_weight": mode_seeking_weight}
+    whole = SemanticSynthesisTask(*copy.deepcopy(nets), CLASSES, **options)
+    split = SemanticSynthesisTask(*copy.deepcopy(nets), CLASSES, **options)
     data = batch()
     halves = [{key: value[i:i + 1] for key, value in data.items()} for i in range(2)]
     torch.manual_seed(3)
@@ -203,7 +259,8 @@ def test_two_micro_batches_equal_the_whole_batch_in_process():
     split_logs = split.train_iteration(halves, sgd(split))
     for (name, a), b in zip(whole.named_parameters(), split.parameters()):
         torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-6, msg=named(name))
-    for key in ("loss_d", "loss_g", "loss_g_fm"):
+    assert ("loss_g_ms" in whole_logs) == bool(mode_seeking_weight)
+    for key in ("loss_d", "loss_g", "loss_g_fm", *(["loss_g_ms"] if mode_seeking_weight else [])):
         torch.testing.assert_close(split_logs[key], whole_logs[key], rtol=1e-4, atol=1e-6, msg=named(key))
 
 

@@ -2,12 +2,14 @@
 
 Owns: segmentation losses (`cross_entropy.py`: CrossEntropyLoss with OHEM; `segmentation.py`:
 BCE, Dice, CombinedLoss; `hard_pixels.py`: focal, Tversky, Lovasz; `pixel_base.py`: what they
-share), adversarial losses and penalties (`gan.py`), OASIS's per-pixel losses and LabelMix (`oasis.py`), feature matching and the VGG perceptual loss.
+share), adversarial losses and penalties (`gan.py`), OASIS's per-pixel losses and LabelMix (`oasis.py`),
+MSGAN's mode-seeking term (`mode_seeking.py`), feature matching and the VGG perceptual loss.
 May import: errors, registry, dist, serialization (the VGG weights file), models (label maps resized
 as the SPADE generator resizes them).
 """
 
-from framework.losses import cross_entropy, feature_matching, gan, hard_pixels, oasis, perceptual, segmentation  # noqa: F401
+from framework.losses import (  # noqa: F401
+    cross_entropy, feature_matching, gan, hard_pixels, mode_seeking, oasis, perceptual, segmentation)
 from framework.losses.cross_entropy import OHEM, CrossEntropyLoss
 from framework.losses.feature_matching import FeatureMatchingLoss
 from framework.losses.gan import (

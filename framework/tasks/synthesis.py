@@ -17,6 +17,11 @@ The discriminator is chosen by the adversarial loss, by what the loss declares:
   reals, the fake class on fakes, the true classes for the generator), and LabelMix
   (`labelmix_weight`) asks D to judge a real/fake mixture region by region.
 
+With `mode_seeking_weight` (MSGAN, framework/losses/mode_seeking.py) every label map is drawn
+twice, with two noises, in one generator pass of the doubled batch (one pass: DDP reduces once,
+and G's batch statistics cover both draws); D and G's adversarial terms see the first draws,
+the mode-seeking term pulls the two apart. A generator without noise refuses it.
+
 One iteration: draw the fakes, D's terms and update, ADA's p, G's terms and update, the EMA; with
 accumulation every D micro-batch first, then every G micro-batch with its fake drawn again
 under the same random state, as GANTask. `val_step` returns "fake" and "fake_alt" (two noise
@@ -35,6 +40,7 @@ from framework.dist import unwrap
 from framework.inference.export import traceable_pad
 from framework.inference.generator import to_signed, to_unit
 from framework.inference.settings import network_size_divisor
+from framework.losses.mode_seeking import mode_seeking_loss
 from framework.losses.oasis import labelmix_consistency, labelmix_images, labelmix_mask
 from framework.models.spade import one_hot_labels
 from framework.registry import TASKS
@@ -58,6 +64,7 @@ class SemanticSynthesisTask(GeneratorTask):
     gan_loss, d_weight, adv_weight, r1_weight, r1_interval, d_augment, feature_matching   the adversary's
     perceptual         null or {type: VGGPerceptualLoss, ...}: the fake against the real image
     labelmix_weight    OASIS's LabelMix consistency weight (10); 0: none. Needs gan_loss: oasis
+    mode_seeking_weight   MSGAN's mode-seeking term's weight (1); 0: none. Needs noise
     ema_decay, ema_start   the generator's moving average (null: none)
     """
 
@@ -67,8 +74,8 @@ class SemanticSynthesisTask(GeneratorTask):
     def __init__(self, generator: nn.Module, discriminator: nn.Module, num_classes: int, ignore_index: int = 255,
                  gan_loss="hinge", d_weight: float = 1.0, adv_weight: float = 1.0, r1_weight: float = 0.0,
                  r1_interval: int = 1, d_augment: nn.Module | None = None, feature_matching: nn.Module | None = None,
-                 perceptual: nn.Module | None = None, labelmix_weight: float = 0.0, ema_decay: float | None = None,
-                 ema_start: int = 0, palette=None):
+                 perceptual: nn.Module | None = None, labelmix_weight: float = 0.0,
+                 mode_seeking_weight: float = 0.0, ema_decay: float | None = None, ema_start: int = 0, palette=None):
         super().__init__()
         self.generator, self.discriminator = generator, discriminator
         self.adversary = Adversary(gan_loss, d_weight, adv_weight, r1_weight=r1_weight, r1_interval=r1_interval,
@@ -84,6 +91,10 @@ class SemanticSynthesisTask(GeneratorTask):
         if self.labelmix_weight and d_augment is not None:
             raise ValueError("labelmix_weight: LabelMix compares D's outputs pixel by pixel, which d_augment's "
                              "transforms would move apart; use one of them")
+        self.mode_seeking_weight = check_weight("mode_seeking_weight", mode_seeking_weight)
+        if self.mode_seeking_weight and not unwrap(generator).noise_dim:
+            raise ValueError("mode_seeking_weight: the generator has no noise (noise_dim 0), so its two draws of a "
+                             "label map cannot differ")
         self.perceptual = perceptual
         self.ema = EMA({"generator": generator}, ema_decay, ema_start) if ema_decay is not None else None
         colours = torch.tensor(palette, dtype=torch.uint8) if palette else torch.from_numpy(default_palette(num_classes))
@@ -122,23 +133,36 @@ class SemanticSynthesisTask(GeneratorTask):
         drawn, d_logs = [], []
         for index, (one_hot, labels, real) in enumerate(inputs):
             with micro_step(optim, index, len(batches)):
-                noise = self.draw_noise(real.shape[0], real.device)
+                noise = self.training_noise(real.shape[0], real.device)
                 rng = None if single else random_state(real.device)
                 with contextlib.nullcontext() if single else torch.no_grad():
-                    fake = self.generator(one_hot, noise)
-                drawn.append((noise, rng, fake))
-                d_logs.append(self.discriminator_step(one_hot, labels, real, fake.detach(), optim))
+                    fakes = self.draw(one_hot, noise)
+                drawn.append((noise, rng, fakes))
+                d_logs.append(self.discriminator_step(one_hot, labels, real, fakes[0].detach(), optim))
         logs = {**average_logs(d_logs), **self.adversary.adapt()}
         g_logs = []
-        for index, ((one_hot, labels, real), (noise, rng, fake)) in enumerate(zip(inputs, drawn)):
+        for index, ((one_hot, labels, real), (noise, rng, fakes)) in enumerate(zip(inputs, drawn)):
             with micro_step(optim, index, len(batches)):
-                if not single:  # the same fake again, now with a graph
+                if not single:  # the same fakes again, now with a graph
                     with replaying(rng, unwrap(self.generator)):
-                        fake = self.generator(one_hot, noise)
-                g_logs.append(self.generator_step(one_hot, labels, real, fake, optim))
+                        fakes = self.draw(one_hot, noise)
+                g_logs.append(self.generator_step(one_hot, labels, real, fakes, noise, optim))
         if self.ema is not None:
             self.ema.update({"generator": self.generator})
         return {**logs, **average_logs(g_logs)}
+
+    def training_noise(self, count: int, device: torch.device) -> torch.Tensor | None:
+        """count draws; with mode seeking 2 x count (the first draws, then the second), drawn map by
+        map: a micro-batch's noise is its part of the whole batch's random stream."""
+        if not self.mode_seeking_weight:
+            return self.draw_noise(count, device)
+        return self.draw_noise(count * 2, device).view(count, 2, -1).transpose(0, 1).reshape(count * 2, -1)
+
+    def draw(self, one_hot, noise) -> tuple[torch.Tensor, ...]:
+        """(fake,), or with mode seeking (fake, second draw) from one pass of the doubled batch."""
+        if not self.mode_seeking_weight:
+            return (self.generator(one_hot, noise),)
+        return self.generator(torch.cat([one_hot, one_hot]), noise).chunk(2)
 
     def discriminator_step(self, one_hot, labels, real, fake, optim) -> dict:
         condition = one_hot if self.judges_pairs else None
@@ -156,14 +180,16 @@ class SemanticSynthesisTask(GeneratorTask):
         optim.update(loss, "discriminator")
         return logs
 
-    def generator_step(self, one_hot, labels, real, fake, optim) -> dict:
+    def generator_step(self, one_hot, labels, real, fakes, noise, optim) -> dict:
         condition = one_hot if self.judges_pairs else None
-        adversarial, matching = self.adversary.g_loss(self.discriminator, fake, condition, real, labels=labels)
+        adversarial, matching = self.adversary.g_loss(self.discriminator, fakes[0], condition, real, labels=labels)
         terms = {"loss_g_adv": adversarial}
         if matching is not None:
             terms["loss_g_fm"] = matching
         if self.perceptual is not None:
-            terms["loss_g_vgg"] = self.perceptual(fake, real)
+            terms["loss_g_vgg"] = self.perceptual(fakes[0], real)
+        if self.mode_seeking_weight:
+            terms["loss_g_ms"] = self.mode_seeking_weight * mode_seeking_loss(*fakes, *noise.chunk(2))
         return update_with(optim, "generator", terms, "loss_g")
 
     def diagnose(self, logged: dict[str, float]) -> list[str]:
