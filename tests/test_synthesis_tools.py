@@ -166,3 +166,17 @@ def test_two_processes_equal_one_with_the_double_batch(tmp_path):
     for key, value in states["one"].items():
         if value.is_floating_point() and key.startswith(("generator.", "discriminator.")):
             torch.testing.assert_close(states["two"][key], value, atol=2e-6, rtol=1e-4, msg=named(key))
+
+
+def test_two_processes_train_the_oasis_config_with_its_mode_seeking_term(tmp_path):
+    """The shipped OASIS-style config, its mode-seeking term included, on two processes (each rank
+    draws its own noise, by design, so no comparison with one process)."""
+    from support import run_forked_ranks
+
+    assert load_config(CONFIGS["oasis"]).task.mode_seeking_weight > 0
+    result = run_forked_ranks(2, "train", "--config", CONFIGS["oasis"], "--work-dir", tmp_path / "run", *SMALL,
+                              "task.generator.spectral_norm=false", "data.train.dataset.num_samples=8",
+                              folder=tmp_path / "out")
+    assert result.returncode == 0, result.stderr[-3000:]
+    logged = (tmp_path / "run" / "train.log").read_text()
+    assert "processes 2" in logged and "loss_g_ms" in logged, logged[-2000:]

@@ -18,9 +18,9 @@ The discriminator is chosen by the adversarial loss, by what the loss declares:
   (`labelmix_weight`) asks D to judge a real/fake mixture region by region.
 
 With `mode_seeking_weight` (MSGAN, framework/losses/mode_seeking.py) every label map is drawn
-twice, with two noises, in one generator pass of the doubled batch (one pass: DDP reduces once,
-and G's batch statistics cover both draws); D and G's adversarial terms see the first draws,
-the mode-seeking term pulls the two apart. A generator without noise refuses it.
+twice, with two noises, in one generator pass of the doubled batch (G's batch statistics cover
+both draws, and BatchNorm's running statistics move once per step); D and G's adversarial terms
+see the first draws, the mode-seeking term pulls the two apart. A generator without noise refuses it.
 
 One iteration: draw the fakes, D's terms and update, ADA's p, G's terms and update, the EMA; with
 accumulation every D micro-batch first, then every G micro-batch with its fake drawn again
