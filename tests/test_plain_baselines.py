@@ -118,6 +118,7 @@ def test_plain_synthesis_trains_with_the_configs_settings(variant, monkeypatch):
     assert tuple(optimizers["discriminator"]["betas"]) == script.OPTIMIZERS[variant]["betas"]
     assert BATCH[variant] == cfg["data"]["train"]["batch_size"] and script.EMA_DECAY == task["ema_decay"]
     assert script.CLASSES == task["num_classes"] and script.NOISE_DIM[variant] == task["generator"]["noise_dim"]
+    assert script.MODE_SEEKING_WEIGHT[variant] == task.get("mode_seeking_weight", 0.0)
     assert cfg["data"]["train"]["dataset"].get("pipeline", []) == []  # the plain script flips nothing
     if variant == "oasis":
         assert task["gan_loss"] == "oasis" and script.LABELMIX_WEIGHT == task["labelmix_weight"]

@@ -9,6 +9,9 @@ framework's) against
   OASIS's own code loops over `torch.unique` classes, a host sync per step);
 - `--variant spade` (configs/synthesis/spade_textures.yaml): a two-scale PatchGAN on
   [one-hot, image] with instance norm, the hinge loss and pix2pixHD's feature matching;
+with MSGAN's mode-seeking term where the config has one (the oasis config): every label map drawn
+twice, noise z1 and z2, in one pass of the doubled batch, G's loss + weight x the batch mean of
+1 / (mean |fake1 - fake2| / mean |z1 - z2| + 1e-5), image by image;
 D on reals and detached fakes first, then G (D's parameters frozen), then the EMA of G's weights
 (decay 0.99, buffers copied). Adam with the configs' two learning rates and betas, fused as the
 framework's default is (the ratio measures the framework); no flips (the configs have none).
@@ -31,7 +34,8 @@ from networks import MultiScalePatchDiscriminator, SegUNet, SPADEGenerator, gan_
 from segmentation import load_voc
 
 CLASSES = 7
-NOISE_DIM = {"oasis": 64, "spade": 16}  # OASIS's 64; the SPADE-style config keeps 16
+NOISE_DIM = {"oasis": 16, "spade": 16}
+MODE_SEEKING_WEIGHT = {"oasis": 0.03, "spade": 0.0}
 EMA_DECAY = 0.99
 LABELMIX_WEIGHT = 10.0
 FEATURE_MATCHING_WEIGHT = 10.0
@@ -90,6 +94,11 @@ def feature_matching(fake_features, real_features):
     return FEATURE_MATCHING_WEIGHT * loss
 
 
+def mode_seeking(fake, second, noise, second_noise):
+    ratio = (fake.float() - second.float()).abs().mean((1, 2, 3)) / (noise - second_noise).abs().mean(1)
+    return (1 / (ratio + 1e-5)).mean()
+
+
 def set_requires_grad(network, flag):
     for p in network.parameters():
         p.requires_grad_(flag)
@@ -146,6 +155,7 @@ LOSSES = {"oasis": (oasis_d_loss, oasis_g_loss), "spade": (spade_d_loss, spade_g
 def training_steps(images, masks, G, D, G_ema, opt_g, opt_d, variant, batch, device, bf16=False):
     """Train for ever, epoch after epoch; yields (loss_d, loss_g) after each iteration."""
     d_loss, g_loss = LOSSES[variant]
+    mode_seeking_weight = MODE_SEEKING_WEIGHT[variant]
 
     def autocast():
         return torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16)
@@ -156,14 +166,20 @@ def training_steps(images, masks, G, D, G_ema, opt_g, opt_d, variant, batch, dev
             index = order[first:first + batch]
             real, label = images[index].float() / 127.5 - 1, masks[index]
             seg = one_hot(label)
+            noise = torch.randn(batch, 2 if mode_seeking_weight else 1, G.noise_dim, device=device)
             with autocast():
-                fake = G(seg, torch.randn(batch, G.noise_dim, device=device))
+                if mode_seeking_weight:  # (the first draws, the second draws)
+                    fake, second = G(torch.cat([seg, seg]), torch.cat([noise[:, 0], noise[:, 1]])).chunk(2)
+                else:
+                    fake = G(seg, noise[:, 0])
             loss_d = d_loss(D, real, fake.detach(), label, seg, autocast)
             opt_d.zero_grad(set_to_none=True)
             loss_d.backward()
             opt_d.step()
             set_requires_grad(D, False)
             loss_g = g_loss(D, real, fake, label, seg, autocast)
+            if mode_seeking_weight:
+                loss_g = loss_g + mode_seeking_weight * mode_seeking(fake, second, noise[:, 0], noise[:, 1])
             opt_g.zero_grad(set_to_none=True)
             loss_g.backward()
             opt_g.step()
