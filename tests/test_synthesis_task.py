@@ -69,11 +69,20 @@ def step(network, loss, lr):
                 p -= lr * p.grad
 
 
+class ScaledL1(torch.nn.Module):
+    """A stand-in for the perceptual loss (any module of (fake, real)): no VGG weights here."""
+
+    def forward(self, fake, real):
+        return 3 * (fake - 0.5 * real).abs().mean()  # not symmetric: the arguments in their order
+
+
 def test_one_spade_iteration_equals_the_hand_written_loop():
+    """With D's terms weighed 0.5, G's adversarial term 2 and a perceptual term: each weight where it belongs."""
     torch.manual_seed(0)
     g, d = generator(), patch_discriminator()
     ref_g, ref_d = copy.deepcopy(g), copy.deepcopy(d)
-    task = SemanticSynthesisTask(g, d, CLASSES, gan_loss="hinge", feature_matching=FeatureMatchingLoss(10.0))
+    task = SemanticSynthesisTask(g, d, CLASSES, gan_loss="hinge", feature_matching=FeatureMatchingLoss(10.0),
+                                 d_weight=0.5, adv_weight=2.0, perceptual=ScaledL1())
     data = batch()
     torch.manual_seed(1)
     logs = task.train_iteration([data], sgd(task))
@@ -83,16 +92,19 @@ def test_one_spade_iteration_equals_the_hand_written_loop():
     real = data["image"].float() / 127.5 - 1
     fake = ref_g(one_hot, torch.randn(2, NOISE))
     real_out, fake_out = ref_d(torch.cat([one_hot, real], 1)), ref_d(torch.cat([one_hot, fake.detach()], 1))
-    loss_d = sum(F.relu(1 - x).mean() for x in real_out.logits) / 2 + sum(F.relu(1 + x).mean() for x in fake_out.logits) / 2
+    loss_d = 0.5 * (sum(F.relu(1 - x).mean() for x in real_out.logits) / 2
+                    + sum(F.relu(1 + x).mean() for x in fake_out.logits) / 2)
     step(ref_d, loss_d, LR_D)
     for p in ref_d.parameters():
         p.requires_grad_(False)
     fake_out, real_out = ref_d(torch.cat([one_hot, fake], 1)), ref_d(torch.cat([one_hot, real], 1))
-    loss_g = -sum(x.mean() for x in fake_out.logits) / 2 + FeatureMatchingLoss(10.0)(fake_out, real_out)
+    adversarial = -2.0 * sum(x.mean() for x in fake_out.logits) / 2
+    perceptual = 3 * (fake - 0.5 * real).abs().mean()
+    loss_g = adversarial + FeatureMatchingLoss(10.0)(fake_out, real_out) + perceptual
     step(ref_g, loss_g, LR_G)
 
-    torch.testing.assert_close(logs["loss_d"], loss_d.detach(), rtol=1e-5, atol=1e-6)
-    torch.testing.assert_close(logs["loss_g"], loss_g.detach(), rtol=1e-5, atol=1e-6)
+    for key, value in {"loss_d": loss_d, "loss_g": loss_g, "loss_g_adv": adversarial, "loss_g_vgg": perceptual}.items():
+        torch.testing.assert_close(logs[key], value.detach(), rtol=1e-5, atol=1e-6, msg=named(key))
     for name, (a, b) in {**{f"g.{k}": (v, dict(ref_g.named_parameters())[k]) for k, v in g.named_parameters()},
                          **{f"d.{k}": (v, dict(ref_d.named_parameters())[k]) for k, v in d.named_parameters()}}.items():
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6, msg=named(name))

@@ -82,6 +82,7 @@ MODULES: dict[str, tuple[str, list[str]]] = {
         "tests/test_losses.py", "tests/test_hard_pixel_losses.py", "tests/test_class_weights.py",
         "-k", "not training and not every_rank"]),
     "metrics.generative": ("framework/metrics/generative.py", ["tests/test_generative_metrics.py"]),
+    "losses.mode_seeking": ("framework/losses/mode_seeking.py", ["tests/test_synthesis_task.py"]),
     "losses.oasis": ("framework/losses/oasis.py", ["tests/test_oasis_losses.py"]),
     "models.spade": ("framework/models/spade.py", ["tests/test_spade.py"]),
     "registry": ("framework/registry.py", ["tests/test_registry.py", "tests/test_extending.py",
