@@ -9,19 +9,27 @@ as the SPADE generator resizes them).
 """
 
 from framework.losses import (  # noqa: F401
-    cross_entropy, feature_matching, gan, hard_pixels, mode_seeking, oasis, perceptual, segmentation)
+    cross_entropy,
+    feature_matching,
+    gan,
+    hard_pixels,
+    mode_seeking,
+    oasis,
+    perceptual,
+    segmentation,
+)
 from framework.losses.cross_entropy import OHEM, CrossEntropyLoss
 from framework.losses.feature_matching import FeatureMatchingLoss
 from framework.losses.gan import (
-                                  GAN_LOSS_TYPES,
-                                  AdversarialLoss,
-                                  HingeGANLoss,
-                                  LSGANLoss,
-                                  VanillaGANLoss,
-                                  WGANGPLoss,
-                                  adversarial_loss,
-                                  gradient_penalty,
-                                  r1_penalty,
+    GAN_LOSS_TYPES,
+    AdversarialLoss,
+    HingeGANLoss,
+    LSGANLoss,
+    VanillaGANLoss,
+    WGANGPLoss,
+    adversarial_loss,
+    gradient_penalty,
+    r1_penalty,
 )
 from framework.losses.hard_pixels import FocalLoss, LovaszLoss, TverskyLoss
 from framework.losses.perceptual import VGGPerceptualLoss
