@@ -64,7 +64,7 @@ class SemanticSynthesisTask(GeneratorTask):
     gan_loss, d_weight, adv_weight, r1_weight, r1_interval, d_augment, feature_matching   the adversary's
     perceptual         null or {type: VGGPerceptualLoss, ...}: the fake against the real image
     labelmix_weight    OASIS's LabelMix consistency weight (10); 0: none. Needs gan_loss: oasis
-    mode_seeking_weight   MSGAN's mode-seeking term's weight (1); 0: none. Needs noise
+    mode_seeking_weight   MSGAN's mode-seeking term's weight (MSGAN's 1; the OASIS-style config 0.03); 0: none. Needs noise
     ema_decay, ema_start   the generator's moving average (null: none)
     """
 
