@@ -69,6 +69,20 @@ def step(network, loss, lr):
                 p -= lr * p.grad
 
 
+def one_iteration(g, d, **options):
+    """One iteration of a task on g and d from seed 1 -> (its logs, copies of g and d as they were,
+    the labels, their one-hot map, the real images in [-1, 1]), with the random state put back to
+    seed 1 for the hand-written loop."""
+    ref_g, ref_d = copy.deepcopy(g), copy.deepcopy(d)
+    task = SemanticSynthesisTask(g, d, CLASSES, **options)
+    data = batch()
+    torch.manual_seed(1)
+    logs = task.train_iteration([data], sgd(task))
+    torch.manual_seed(1)
+    labels = data["mask"].long()
+    return logs, ref_g, ref_d, labels, one_hot_labels(labels, CLASSES), data["image"].float() / 127.5 - 1
+
+
 class ScaledL1(torch.nn.Module):
     """A stand-in for the perceptual loss (any module of (fake, real)): no VGG weights here."""
 
@@ -80,16 +94,9 @@ def test_one_spade_iteration_equals_the_hand_written_loop():
     """With D's terms weighed 0.5, G's adversarial term 2 and a perceptual term: each weight where it belongs."""
     torch.manual_seed(0)
     g, d = generator(), patch_discriminator()
-    ref_g, ref_d = copy.deepcopy(g), copy.deepcopy(d)
-    task = SemanticSynthesisTask(g, d, CLASSES, gan_loss="hinge", feature_matching=FeatureMatchingLoss(10.0),
-                                 d_weight=0.5, adv_weight=2.0, perceptual=ScaledL1())
-    data = batch()
-    torch.manual_seed(1)
-    logs = task.train_iteration([data], sgd(task))
-
-    torch.manual_seed(1)
-    one_hot = one_hot_labels(data["mask"].long(), CLASSES)
-    real = data["image"].float() / 127.5 - 1
+    logs, ref_g, ref_d, _, one_hot, real = one_iteration(g, d, gan_loss="hinge", d_weight=0.5, adv_weight=2.0,
+                                                         feature_matching=FeatureMatchingLoss(10.0),
+                                                         perceptual=ScaledL1())
     fake = ref_g(one_hot, torch.randn(2, NOISE))
     real_out, fake_out = ref_d(torch.cat([one_hot, real], 1)), ref_d(torch.cat([one_hot, fake.detach()], 1))
     loss_d = 0.5 * (sum(F.relu(1 - x).mean() for x in real_out.logits) / 2
@@ -113,16 +120,7 @@ def test_one_spade_iteration_equals_the_hand_written_loop():
 def test_one_oasis_iteration_with_labelmix_equals_the_hand_written_loop():
     torch.manual_seed(0)
     g, d = generator(), segmenter_discriminator()
-    ref_g, ref_d = copy.deepcopy(g), copy.deepcopy(d)
-    task = SemanticSynthesisTask(g, d, CLASSES, gan_loss="oasis", labelmix_weight=3.0)
-    data = batch()
-    torch.manual_seed(1)
-    logs = task.train_iteration([data], sgd(task))
-
-    torch.manual_seed(1)
-    labels = data["mask"].long()
-    one_hot = one_hot_labels(labels, CLASSES)
-    real = data["image"].float() / 127.5 - 1
+    logs, ref_g, ref_d, labels, one_hot, real = one_iteration(g, d, gan_loss="oasis", labelmix_weight=3.0)
     fake = ref_g(one_hot, torch.randn(2, NOISE))
     real_out, fake_out = ref_d(real), ref_d(fake.detach())
     mask = labelmix_mask(labels, CLASSES)
@@ -159,16 +157,7 @@ def test_one_oasis_iteration_with_mode_seeking_equals_the_hand_written_loop():
     statistics), D and G's adversarial term on the first draws, 1 / (spread ratio + eps) on both."""
     torch.manual_seed(0)
     g, d = generator(norm="batch"), segmenter_discriminator()
-    ref_g, ref_d = copy.deepcopy(g), copy.deepcopy(d)
-    task = SemanticSynthesisTask(g, d, CLASSES, gan_loss="oasis", mode_seeking_weight=0.7)
-    data = batch()
-    torch.manual_seed(1)
-    logs = task.train_iteration([data], sgd(task))
-
-    torch.manual_seed(1)
-    labels = data["mask"].long()
-    one_hot = one_hot_labels(labels, CLASSES)
-    real = data["image"].float() / 127.5 - 1
+    logs, ref_g, ref_d, labels, one_hot, real = one_iteration(g, d, gan_loss="oasis", mode_seeking_weight=0.7)
     noise = torch.randn(2, 2, NOISE)  # map by map: (first, second) draw
     fake, second = ref_g(torch.cat([one_hot, one_hot]), torch.cat([noise[:, 0], noise[:, 1]])).chunk(2)
     loss_d = class_balanced_ce(ref_d(real), labels) + fake_class_ce(ref_d(fake.detach()), labels)
