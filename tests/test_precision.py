@@ -6,7 +6,7 @@ import torch
 
 from framework.config import load_config
 from framework.errors import ConfigError
-from framework.runtime.precision import autocast_dtype, cpu_flags, describe, native_bf16
+from framework.runtime.precision import autocast_dtype, cpu_flags, describe, emulated_bf16_warning, native_bf16
 from support import REPO, TINY_SEGMENTATION, call_tool
 
 CPU = torch.device("cpu")
@@ -80,6 +80,39 @@ def test_the_precision_line_and_the_hint_only_where_amp_is_off_on_a_bf16_cpu(mon
     monkeypatch.setattr(precision, "cpu_flags", lambda cpuinfo=None: flags)
     monkeypatch.delenv("ONEDNN_MAX_CPU_ISA", raising=False)
     assert describe(amp, CPU, dtype) == line
+
+
+@pytest.mark.parametrize("dtype, flags, environ, warned", [
+    (torch.bfloat16, AVX2_ONLY, {}, True),
+    (torch.bfloat16, CASCADE_LAKE, {}, True),  # AVX-512 without bf16 instructions emulates it too
+    (torch.bfloat16, ZEN4, {"ONEDNN_MAX_CPU_ISA": "AVX2"}, True),  # capped below them
+    (torch.bfloat16, ZEN4, {}, False),
+    (torch.bfloat16, SAPPHIRE_RAPIDS, {}, False),
+    (torch.float16, AVX2_ONLY, {}, False),
+    (None, AVX2_ONLY, {}, False),
+])
+def test_bf16_asked_for_on_a_cpu_that_emulates_it_is_warned_of(dtype, flags, environ, warned):
+    line = emulated_bf16_warning(CPU, dtype, flags, environ)
+    assert (line is not None) is warned
+    if warned:
+        assert "emulated" in line and "slower than in float32" in line and "x" in line.split("measured")[1]
+    assert emulated_bf16_warning(GPU, dtype, flags, environ) is None  # a GPU's bf16 is not the CPU's
+
+
+def test_a_run_in_bf16_on_an_emulating_cpu_logs_one_warning(tmp_path, monkeypatch):
+    # nothing-silent part 4, item 0: the ISA cap read at build time stands for an AVX2-only CPU
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
+    result = call_tool("train", "--config", REPO / "configs/segmentation/unet_shapes.yaml", "--work-dir", tmp_path,
+                       *TINY_SEGMENTATION, "train.max_iters=1", "train.val_interval=0", "amp.enabled=true",
+                       "amp.dtype=bfloat16")
+    assert result.returncode == 0, result.stderr
+    log = (tmp_path / "train.log").read_text()
+    assert log.count("bfloat16 autocast on this CPU is emulated") == 1
+    monkeypatch.delenv("ONEDNN_MAX_CPU_ISA")
+    quiet = call_tool("train", "--config", REPO / "configs/segmentation/unet_shapes.yaml", "--work-dir",
+                      tmp_path / "float32", *TINY_SEGMENTATION, "train.max_iters=1", "train.val_interval=0",
+                      "amp.enabled=false")
+    assert quiet.returncode == 0 and "emulated" not in (tmp_path / "float32/train.log").read_text()
 
 
 def test_cpu_flags_are_this_machines_flags_line():

@@ -70,6 +70,8 @@ def build_trainer(cfg: DictConfig, work_dir: str, resume: str | bool | None = No
                           first_batch=first_batch, val_loader=val_loader)
     amp_dtype = autocast_dtype(plain["amp"], device)
     logger.info(precision.describe(plain["amp"], device, amp_dtype))
+    if (emulated := precision.emulated_bf16_warning(device, amp_dtype)) is not None:
+        logger.warning(emulated)
     optim = build_optim(plain, task, device, max_iters, amp_dtype)
     optim.ddp_networks = wrap_networks(task, device, plain["dist"]["find_unused_parameters"],
                                        plain["dist"]["broadcast_buffers"])  # after loading: rank 0's weights

@@ -77,6 +77,23 @@ def describe(amp: dict, device: torch.device, dtype: torch.dtype | None) -> str:
     return line
 
 
+# Measured with oneDNN capped below its bf16 instructions (ONEDNN_MAX_CPU_ISA=AVX2, what an AVX2-only
+# CPU runs): the pix2pix pair's step x8.5-9.4 its float32 time (benchmarks/onednn_breakdown.py), the
+# OASIS-style synthesis step x{OASIS} (benchmarks/bf16_emulation.py); docs/performance.md.
+EMULATED_BF16_SLOWDOWN = "8.5-9.4x"
+
+
+def emulated_bf16_warning(device: torch.device, dtype: torch.dtype | None, flags: set[str] | None = None,
+                          environ=os.environ) -> str | None:
+    """One warning line where a run asked for bf16 autocast on a CPU that only emulates it (no
+    AMX-BF16 or AVX512-BF16): it trains, far slower than in float32."""
+    if dtype != torch.bfloat16 or device.type != "cpu" or cpu_has_native_bf16(flags, environ):
+        return None
+    return (f"bfloat16 autocast on this CPU is emulated (no AMX-BF16 or AVX512-BF16 instructions): a training step "
+            f"measured {EMULATED_BF16_SLOWDOWN} slower than in float32 (docs/performance.md); amp.enabled=auto "
+            f"picks float32 here")
+
+
 # ----------------------------------------------------------------------------- memory format
 # Which memory format a run's networks use: `channels_last: true | false | auto`.
 #
