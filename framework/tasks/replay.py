@@ -25,6 +25,11 @@ def replaying(rng: tuple, network: nn.Module):
         if cuda_state is not None:
             torch.cuda.set_rng_state(cuda_state)
         yield
+    # Restored through `.data`, which leaves the buffers' autograd version counters alone: a
+    # BatchNorm forward saves its running statistics for backward, and an in-place copy into them
+    # made the G step's backward fail ("modified by an inplace operation", shipped synthesis configs
+    # with train.accumulate=2). Each buffer gets back the value the rerun started from, so a backward
+    # that reads one sees what the forward read (a training-mode BatchNorm's reads none of them).
     with torch.no_grad():
         for buffer, saved in zip(network.buffers(), buffers):
-            buffer.copy_(saved)
+            buffer.data.copy_(saved)
