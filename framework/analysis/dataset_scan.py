@@ -13,6 +13,7 @@ Samples are read in DataLoader workers; each yields a small record, never the pi
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 
 import cv2
@@ -24,6 +25,9 @@ from framework.data.base import SegmentationDataset
 from framework.data.folder import exif_orientation, exif_size_hint, read_index_mask, read_rgb_image
 from framework.data.label_folders import shown_size
 from framework.errors import DataError
+
+logger = logging.getLogger("framework")
+MAX_FILES_SHOWN = 5
 
 
 @dataclass
@@ -185,7 +189,8 @@ class _LabelMapProblems(torch.utils.data.Dataset):
     def __len__(self) -> int:
         return len(self.dataset)
 
-    def __getitem__(self, index: int) -> str:
+    def __getitem__(self, index: int) -> tuple[str, bool]:
+        """(the problem or "", whether the map holds a labelled pixel)."""
         where = self.dataset.mask_path(index)
         try:
             if hasattr(self.dataset, "image_path"):  # a folder dataset: the mask file, the image's header
@@ -194,13 +199,14 @@ class _LabelMapProblems(torch.utils.data.Dataset):
                 image, mask, _ = self.dataset.load_sample(index)
                 image_size = image.shape[:2]
         except DataError as err:
-            return str(err)
+            return str(err), True
         if image_size is not None and tuple(mask.shape[:2]) != tuple(image_size):
             hint = self._size_hint(index, image_size, mask.shape[:2])
             return (f"{where}: mask is {mask.shape[0]}x{mask.shape[1]} but its image is "
-                    f"{image_size[0]}x{image_size[1]}{hint}")
+                    f"{image_size[0]}x{image_size[1]}{hint}"), True
         values = np.bincount(mask.ravel().astype(np.int64).clip(0), minlength=self.dataset.num_classes)
-        return mask_value_problem(values, int(mask.min()) if mask.size else 0, self.dataset, where) or ""
+        problem = mask_value_problem(values, int(mask.min()) if mask.size else 0, self.dataset, where) or ""
+        return problem, bool(values[: self.dataset.num_classes].any())
 
     def _read_as_shown(self) -> bool:
         return getattr(self.dataset, "channels", None) is None  # N channels are read as stored
@@ -215,12 +221,23 @@ class _LabelMapProblems(torch.utils.data.Dataset):
         return exif_size_hint(self.dataset.image_path(index), image_size, mask_size)
 
 
-def check_label_maps(dataset: SegmentationDataset, workers: int = 0) -> None:
+def check_label_maps(dataset: SegmentationDataset, workers: int = 0, where: str = "dataset") -> None:
     """Refuse, before training, label maps holding values outside [0, num_classes) other than the
     ignore label, or of another size than their image: one DataError naming the first such file
-    (its values, or both sizes), and how many more."""
+    (its values, or both sizes), and how many more. A split none of whose maps holds a labelled
+    pixel (every pixel the ignore label) is refused too: D's loss would be 0 and every score NaN;
+    where more than half hold none, one warning names them."""
     loader = torch.utils.data.DataLoader(_LabelMapProblems(dataset), batch_size=None, num_workers=workers)
-    problems = [problem for problem in loader if problem]
+    checked = list(loader)
+    problems = [problem for problem, _ in checked if problem]
     if problems:
         more = f" (and {len(problems) - 1} more file(s); python tools/check_dataset.py lists them)" if len(problems) > 1 else ""
         raise DataError(problems[0] + more)
+    unlabelled = [dataset.mask_path(index) for index, (_, labelled) in enumerate(checked) if not labelled]
+    if checked and len(unlabelled) == len(checked):
+        raise DataError(f"{where}: none of its {len(checked)} label maps holds a labelled pixel (every pixel is "
+                        f"ignore_index {dataset.ignore_index}, e.g. {unlabelled[0]}): there is nothing to learn")
+    if len(unlabelled) * 2 > len(checked):
+        shown = ", ".join(map(str, unlabelled[:MAX_FILES_SHOWN])) + (", ..." if len(unlabelled) > MAX_FILES_SHOWN else "")
+        logger.warning(f"{where}: {len(unlabelled)} of its {len(checked)} label maps hold no labelled pixel (every "
+                       f"pixel is ignore_index {dataset.ignore_index}): {shown}")

@@ -46,7 +46,7 @@ def check_label_map_data(task, loader, path: str, training: bool) -> None:
     check_classes(task, dataset, where)
     check_sample_size(task.generator_for(), dataset, where, training)
     if hasattr(dataset, "image_path"):
-        check_label_maps(dataset, workers=loader.num_workers)
+        check_label_maps(dataset, workers=loader.num_workers, where=where)
 
 
 def check_classes(task, dataset, where: str) -> None:

@@ -63,7 +63,7 @@ class UNet(nn.Module):
         if upsample not in UPSAMPLE_MODES:
             raise ValueError(f"unknown upsample {upsample!r}; choose one of {', '.join(map(repr, UPSAMPLE_MODES))}")
         build_norm(norm, base_channels)  # reject a bad norm name here, not deep inside the blocks
-        self.depth = depth
+        self.depth, self.num_classes = depth, num_classes  # num_classes: its outputs per pixel, as a segmenter declares
         widths = [base_channels * 2**i for i in range(depth + 1)]
 
         self.stem = DoubleConv(in_channels, widths[0], norm)

@@ -44,6 +44,33 @@ def check_weight(key: str, value: float) -> float:
     return float(value)
 
 
+def check_segmenter_outputs(discriminator: nn.Module, num_classes: int) -> None:
+    """A loss that reads labels (OASIS's) scores D's per-pixel logits as the num_classes true
+    classes and, last, "fake": with any other count a real class doubles as "fake" (too few) or
+    outputs train on nothing (too many), without a word. Read from D's `num_classes` or
+    `out_channels` where it declares one, else from its first output (a hook that removes itself)."""
+    wanted = num_classes + 1
+
+    def refuse(outputs: int) -> None:
+        if outputs != wanted:
+            raise ValueError(f"task.discriminator has {outputs} outputs per pixel; a loss that reads labels needs "
+                             f"task.num_classes + 1 = {wanted} ({num_classes} classes and \"fake\"): set the "
+                             f"discriminator's num_classes to {wanted}")
+
+    network = getattr(discriminator, "module", discriminator)
+    declared = next((getattr(network, key) for key in ("num_classes", "out_channels")
+                     if isinstance(getattr(network, key, None), int)), None)
+    if declared is not None:
+        refuse(declared)
+        return
+
+    def first_output(module, inputs, output) -> None:
+        handle.remove()
+        if isinstance(output, torch.Tensor) and output.ndim == 4:
+            refuse(output.shape[1])
+    handle = network.register_forward_hook(first_output)
+
+
 class Adversary(nn.Module):
     def __init__(self, gan_loss: str | AdversarialLoss = "vanilla", d_weight: float = 1.0, adv_weight: float = 1.0,
                  gp_weight: float = 10.0, r1_weight: float = 0.0, r1_interval: int = 1,

@@ -44,7 +44,7 @@ from framework.losses.mode_seeking import mode_seeking_loss
 from framework.losses.oasis import labelmix_consistency, labelmix_images, labelmix_mask
 from framework.models.spade import one_hot_labels
 from framework.registry import TASKS
-from framework.tasks.adversary import Adversary, check_weight
+from framework.tasks.adversary import Adversary, check_segmenter_outputs, check_weight
 from framework.tasks.base import GeneratorTask, average_logs, micro_step, update_with
 from framework.tasks.ema import EMA
 from framework.tasks.replay import random_state, replaying
@@ -85,6 +85,8 @@ class SemanticSynthesisTask(GeneratorTask):
             raise ValueError(f"generator.num_classes {generator_classes} differs from the task's num_classes "
                              f"{num_classes}")
         self.num_classes, self.ignore_index = num_classes, ignore_index
+        if self.adversary.loss.reads_labels:
+            check_segmenter_outputs(discriminator, num_classes)
         self.labelmix_weight = check_weight("labelmix_weight", labelmix_weight)
         if self.labelmix_weight and not self.adversary.loss.reads_labels:
             raise ValueError("labelmix_weight: LabelMix needs a segmenter discriminator (gan_loss: oasis)")
