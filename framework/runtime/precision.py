@@ -78,8 +78,8 @@ def describe(amp: dict, device: torch.device, dtype: torch.dtype | None) -> str:
 
 
 # Measured with oneDNN capped below its bf16 instructions (ONEDNN_MAX_CPU_ISA=AVX2, what an AVX2-only
-# CPU runs): the pix2pix pair's step x8.5-9.4 its float32 time (benchmarks/onednn_breakdown.py), the
-# OASIS-style synthesis step x{OASIS} (benchmarks/bf16_emulation.py); docs/performance.md.
+# CPU runs): the pix2pix pair's step took 8.5-9.4x its float32 time (benchmarks/onednn_breakdown.py,
+# docs/performance.md).
 EMULATED_BF16_SLOWDOWN = "8.5-9.4x"
 
 
