@@ -67,9 +67,11 @@ MODULES: dict[str, tuple[str, list[str]]] = {
     "tasks.image_pool": ("framework/tasks/image_pool.py", ["tests/test_cyclegan.py"]),
     "tasks.adversary": ("framework/tasks/adversary.py", ["tests/test_gan_parts.py", "tests/test_gan.py",
                                                          "tests/test_gan_toolkit.py", "tests/test_cyclegan_toolkit.py",
-                                                         "tests/test_synthesis_task.py"]),
+                                                         "tests/test_synthesis_task.py",
+                                                         "tests/test_adversary_schedule.py"]),
     "tasks.ema": ("framework/tasks/ema.py", ["tests/test_gan_parts.py", "tests/test_gan.py"]),
-    "tasks.synthesis": ("framework/tasks/synthesis.py", ["tests/test_synthesis_task.py"]),
+    "tasks.synthesis": ("framework/tasks/synthesis.py", ["tests/test_synthesis_task.py",
+                                                         "tests/test_synthesis_evaluation.py"]),
     "tasks.gan": ("framework/tasks/gan.py", ["tests/test_gan.py", "tests/test_gan_toolkit.py"]),
     "tasks.cyclegan": ("framework/tasks/cyclegan.py", ["tests/test_cyclegan.py", "tests/test_cyclegan_toolkit.py"]),
     "losses.segmentation": ("framework/losses/segmentation.py", [
