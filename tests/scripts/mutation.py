@@ -107,6 +107,12 @@ MODULES: dict[str, tuple[str, list[str]]] = {
     "tasks.gan_health": ("framework/tasks/gan_health.py", ["tests/test_tensorboard.py", "-k", "gan_health"]),
     "config.rules": ("framework/config/rules.py", ["tests/test_config_ranges.py", "tests/test_config.py",
                                                    "tests/test_config_finite.py", "-k", "not refuses_clip_grad and not train_refuses"]),
+    # (test_compare.py's other tests train through tools/compare.py: seconds per mutant, left out)
+    "comparison.summary": ("framework/comparison/summary.py", [
+        "tests/test_comparison_summary.py",
+        "tests/test_compare.py::test_best_leaves_out_the_untrained_network_and_follows_the_direction",
+        "tests/test_compare.py::test_paired_differences_count_only_common_seeds_and_ties_as_neither"]),
+    "comparison.report": ("framework/comparison/report.py", ["tests/test_comparison_summary.py"]),
     "config.loading": ("framework/config/loading.py", ["tests/test_config.py", "tests/test_config_ranges.py",
                                                        "tests/test_config_finite.py", "tests/test_metric_direction.py",
                                                        "-k", "not refuses_clip_grad and not train_refuses"]),
