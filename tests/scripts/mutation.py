@@ -118,7 +118,7 @@ MODULES: dict[str, tuple[str, list[str]]] = {
                                                        "-k", "not refuses_clip_grad and not train_refuses"]),
 }
 
-COPIED = ["framework", "tests", "benchmarks", "configs", "tools", "projects", "pytest.ini", "setup.py"]
+COPIED = ["framework", "tests", "benchmarks", "configs", "tools", "projects", "docs", "pytest.ini", "setup.py"]
 
 
 def scratch_copy(module: str) -> Path:
