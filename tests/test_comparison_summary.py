@@ -11,7 +11,7 @@ import pytest
 from framework.comparison.plan import ConfigEntry, Pair, Plan
 from framework.comparison.report import to_markdown
 from framework.comparison.runner import Outcome
-from framework.comparison.summary import summarize
+from framework.comparison.summary import summarize, to_json
 
 SEEDS = [0, 1, 2]
 # (config, seed) -> {metric: [value at iteration 10, value at iteration 20]}; iteration 0 is worse and
@@ -101,3 +101,14 @@ def test_runs_without_a_result_are_named_and_left_out_of_the_numbers(tmp_path):
     markdown = to_markdown(summary)
     assert "- a seed 1: finished: metrics.jsonl holds no L1\n- b seed 0: failed: exit status 1\n" in markdown
     assert "| b | 1/2 | 0.45 | 0.45..0.45 | - | - | 0 / 0 of 0 |" in markdown
+
+
+def test_a_run_with_no_metric_names_each_and_the_json_round_trips_without_nan(tmp_path):
+    records = {("a", 0): [{"iter": 1, "mIoU": 0.5, "L1": 0.1}], ("b", 0): [{"iter": 1, "loss": 0.3}]}
+    summary = summary_of(tmp_path, records, [0])
+    assert summary["results"][1]["runs"][0]["error"] == "metrics.jsonl holds no mIoU, L1"
+    text = to_json(summary)
+    assert text.startswith('{\n "configs": [\n  "a.yaml",\n  "b.yaml"\n ],\n') and text.endswith("\n}\n")  # indent 1
+    assert json.loads(text) == summary
+    with pytest.raises(ValueError, match="Out of range float values are not JSON compliant"):
+        to_json({"mean": float("nan")})
