@@ -107,6 +107,17 @@ def test_a_rerun_skips_finished_runs(compared, configs):
     assert (work_dir / "summary.json").read_bytes() == before
 
 
+def test_overrides_after_metric_are_overrides_not_metric_names(compared, configs):
+    """`--metric mIoU device=cpu ...`: --metric takes what follows it, as --seeds does; the overrides
+    go back to the runs, so this is the fixture's command (the same runs, found finished)."""
+    work_dir, _ = compared
+    before = (work_dir / "summary.json").read_bytes()
+    result = call_tool("compare", *compare_command(configs, work_dir, "--metric", "mIoU"))  # TINY after --metric
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count("finished earlier, not run again") == 4
+    assert (work_dir / "summary.json").read_bytes() == before
+
+
 def test_a_stopped_comparison_resumes_and_gives_the_same_json(compared, configs, tmp_path):
     reference, _ = compared
     work_dir = tmp_path / "out"

@@ -65,6 +65,20 @@ def test_the_ema_count_is_checkpointed_and_the_copy_phase_resumes_from_it():
     assert float(restored["net"].weight) == 6.0
 
 
+@pytest.mark.parametrize("decay, averages", [(0.9, [1.0, 2.9, 5.61]), (0.999, [0.01, 0.02999, 0.05996001])])
+def test_the_ema_moves_by_one_minus_decay_towards_the_network(decay, averages):
+    """From 0, a network at 10, 20, 30: 0.1 x 10 = 1, 0.9 x 1 + 0.1 x 20 = 2.9, 0.9 x 2.9 + 0.1 x 30
+    = 5.61 at decay 0.9 (at 0.5, the only decay tested before, decay and 1 - decay are one)."""
+    network, seen = Shift(), []
+    ema = EMA({"net": network}, decay=decay)
+    for value in (10.0, 20.0, 30.0):
+        with torch.no_grad():
+            network.weight.fill_(value)
+        ema.update({"net": network})
+        seen.append(float(ema["net"].weight))
+    assert seen == pytest.approx(averages, rel=1e-5)
+
+
 def test_cyclegan_ema_start_copies_both_generators_through_that_iteration():
     torch.manual_seed(0)
     task = CycleGANTask(generator(), generator(), *(nn.Conv2d(3, 1, 3) for _ in range(2)), ema_decay=0.5,

@@ -48,6 +48,18 @@ def test_kid_equals_torchmetrics_on_whole_sets_of_features():
         kernel_inception_distance(real[:1], fake, 1, 30)
 
 
+def test_subsets_smaller_than_the_sets_are_drawn_with_the_seed_given():
+    """Which 5 of 30 images make a subset is the seed's draw: four seeds, four scores; subsets of
+    all 30 are the whole sets whatever the seed, the unbiased MMD of the sets themselves."""
+    generator = torch.Generator().manual_seed(0)
+    real, fake = torch.randn(30, 8, generator=generator), torch.randn(30, 8, generator=generator) + 0.5
+    scores = [kernel_inception_distance(real, fake, subsets=1, subset_size=5, seed=seed)[0] for seed in range(4)]
+    assert len(set(scores)) == 4
+    whole = polynomial_mmd(real.double(), fake.double(), 3, None, 1.0).item()
+    for seed in (0, 7):
+        assert kernel_inception_distance(real, fake, subsets=1, subset_size=30, seed=seed)[0] == pytest.approx(whole)
+
+
 def _fidelity_weights(tmp_path):
     """torch-fidelity's FID Inception with random weights, in its file format (as the FID test)."""
     fidelity = pytest.importorskip("torch_fidelity.feature_extractor_inceptionv3")

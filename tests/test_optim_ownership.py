@@ -83,6 +83,14 @@ def test_a_parameter_left_out_of_a_partly_optimized_module_is_named_alone():
         build_optimizers({"optim": {"type": "SGD", "lr": 0.1, "params": "first.conv"}}, TwoHeads(), max_iters=1)
 
 
+def test_a_frozen_parameter_of_a_partly_optimized_module_is_not_refused():
+    task = TwoHeads()
+    task.first.scale.requires_grad_(False)  # frozen: it belongs in no optimizer, and first.conv is optimized
+    optim = build_optimizers({"optim": {"type": "SGD", "lr": 0.1, "params": ["first.conv", "second"]}}, task,
+                             max_iters=1)
+    assert optimized(optim) == {id(p) for p in (*task.first.conv.parameters(), *task.second.parameters())}
+
+
 def test_segmentation_with_the_decoder_frozen_builds_and_the_summary_counts_only_the_optimized(
         tmp_path, framework_log):
     plain, task, optim = built(MOBILENET_UNET, tmp_path, "task.model.encoder_weights=null",

@@ -176,6 +176,23 @@ def test_residual_block_and_generator_forward_by_hand():
     torch.testing.assert_close(g(labels, noise), torch.tanh(g.to_image(_leaky(h))))
 
 
+def test_the_middle_width_of_a_block_is_the_smaller_of_its_two_widths():
+    """SPADE's fmiddle = min(fin, fout): parameters counted by hand (conv k x k: in x out x k x k +
+    out biases; a SPADE of `channels` on 3 label channels, hidden 4: shared 3x4x9+4 = 112, gamma and
+    beta 4 x channels x 9 + channels each)."""
+    def spade(channels):
+        return 112 + 2 * (4 * channels * 9 + channels)
+
+    # 4 -> 2, middle 2: conv_0 4x2x9+2, conv_1 2x2x9+2, SPADEs of 4 (x) and 2 (middle), shortcut 4x2 + its SPADE
+    narrowing = (4 * 2 * 9 + 2) + (2 * 2 * 9 + 2) + spade(4) + spade(2) + 4 * 2 + spade(4)
+    # 2 -> 4, middle 2: conv_0 2x2x9+2, conv_1 2x4x9+4, SPADEs of 2 and 2, shortcut 2x4 + its SPADE
+    widening = (2 * 2 * 9 + 2) + (2 * 4 * 9 + 4) + spade(2) + spade(2) + 2 * 4 + spade(2)
+    assert (narrowing, widening) == (1196, 902)
+    for (fin, fout), expected in (((4, 2), narrowing), ((2, 4), widening)):
+        block = SPADEResBlock(fin, fout, label_channels=3, hidden=4)
+        assert block.conv_0.out_channels == 2 and sum(p.numel() for p in block.parameters()) == expected
+
+
 def test_norms_are_parameter_free_of_the_kind_asked_everywhere_and_the_shortcut_has_no_bias():
     for kind, norm_type in (("batch", nn.BatchNorm2d), ("instance", nn.InstanceNorm2d)):
         g = SPADEGenerator(num_classes=2, image_size=8, base_channels=2, num_up_layers=1, noise_dim=0,

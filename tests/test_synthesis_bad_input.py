@@ -35,17 +35,17 @@ RUN = ["device=cpu", "amp.enabled=false", "train.max_iters=2", "train.ckpt_inter
 LAYOUTS = {"ImageMaskFolder": ("images", "masks"), "LabelImageFolders": ("images", "labels")}
 
 
-def write_scenes(root, layout="ImageMaskFolder", size=(32, 32), count=4):
-    """`count` RGB images and their label maps (class ids 0..6; every map holds 6, the largest
-    class, and 255, the ignore label); returns (image folder, label folder)."""
+def write_scenes(root, layout="ImageMaskFolder", size=(32, 32), count=4, classes=7):
+    """`count` RGB images and their label maps (class ids 0..classes - 1; every map holds the largest
+    class and 255, the ignore label); returns (image folder, label folder)."""
     images, labels = (root / sub for sub in LAYOUTS[layout])
     images.mkdir(parents=True)
     labels.mkdir(parents=True)
     rng = np.random.default_rng(0)
     for i in range(count):
         cv2.imwrite(str(images / f"{i:02d}.png"), rng.integers(0, 256, (*size, 3), dtype=np.uint8))
-        label = rng.integers(0, 7, size, dtype=np.uint8)
-        label[0, :2] = 6, 255
+        label = rng.integers(0, classes, size, dtype=np.uint8)
+        label[0, :2] = classes - 1, 255
         cv2.imwrite(str(labels / f"{i:02d}.png"), label)
     return images, labels
 
@@ -139,6 +139,10 @@ def test_dataset_classes_or_ignore_label_other_than_the_tasks_are_refused(tmp_pa
     assert train(tmp_path, config, "data.train.dataset.classes=[c0,c1,c2,c3,c4,c5,c6,c7]") == (
         "data.train.dataset: 8 classes (c0, c1, c2, c3, c4, c5, c6, c7), task.num_classes 7: the label maps must "
         "have the classes the generator is built for; give both the same classes")
+    write_scenes(tmp_path / "six", classes=6)  # maps of classes 0..5: fewer classes than the task's 7, refused too
+    fewer = config_on(tmp_path / "six", dataset_node(tmp_path / "six", classes=CLASSES[:6]))
+    assert train(tmp_path / "six", fewer).startswith("data.train.dataset: 6 classes (c0, c1, c2, c3, c4, c5), "
+                                                     "task.num_classes 7: the label maps must have the classes")
     assert train(tmp_path, config, "+task.ignore_index=254") == (
         "data.train.dataset.ignore_index: 255, task.ignore_index 254: the don't-care label must be the same in both")
 

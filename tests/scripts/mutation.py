@@ -67,9 +67,11 @@ MODULES: dict[str, tuple[str, list[str]]] = {
     "tasks.image_pool": ("framework/tasks/image_pool.py", ["tests/test_cyclegan.py"]),
     "tasks.adversary": ("framework/tasks/adversary.py", ["tests/test_gan_parts.py", "tests/test_gan.py",
                                                          "tests/test_gan_toolkit.py", "tests/test_cyclegan_toolkit.py",
-                                                         "tests/test_synthesis_task.py"]),
+                                                         "tests/test_synthesis_task.py",
+                                                         "tests/test_adversary_schedule.py"]),
     "tasks.ema": ("framework/tasks/ema.py", ["tests/test_gan_parts.py", "tests/test_gan.py"]),
-    "tasks.synthesis": ("framework/tasks/synthesis.py", ["tests/test_synthesis_task.py"]),
+    "tasks.synthesis": ("framework/tasks/synthesis.py", ["tests/test_synthesis_task.py",
+                                                         "tests/test_synthesis_evaluation.py"]),
     "tasks.gan": ("framework/tasks/gan.py", ["tests/test_gan.py", "tests/test_gan_toolkit.py"]),
     "tasks.cyclegan": ("framework/tasks/cyclegan.py", ["tests/test_cyclegan.py", "tests/test_cyclegan_toolkit.py"]),
     "losses.segmentation": ("framework/losses/segmentation.py", [
@@ -105,12 +107,18 @@ MODULES: dict[str, tuple[str, list[str]]] = {
     "tasks.gan_health": ("framework/tasks/gan_health.py", ["tests/test_tensorboard.py", "-k", "gan_health"]),
     "config.rules": ("framework/config/rules.py", ["tests/test_config_ranges.py", "tests/test_config.py",
                                                    "tests/test_config_finite.py", "-k", "not refuses_clip_grad and not train_refuses"]),
+    # (test_compare.py's other tests train through tools/compare.py: seconds per mutant, left out)
+    "comparison.summary": ("framework/comparison/summary.py", [
+        "tests/test_comparison_summary.py",
+        "tests/test_compare.py::test_best_leaves_out_the_untrained_network_and_follows_the_direction",
+        "tests/test_compare.py::test_paired_differences_count_only_common_seeds_and_ties_as_neither"]),
+    "comparison.report": ("framework/comparison/report.py", ["tests/test_comparison_summary.py"]),
     "config.loading": ("framework/config/loading.py", ["tests/test_config.py", "tests/test_config_ranges.py",
                                                        "tests/test_config_finite.py", "tests/test_metric_direction.py",
                                                        "-k", "not refuses_clip_grad and not train_refuses"]),
 }
 
-COPIED = ["framework", "tests", "benchmarks", "configs", "tools", "projects", "pytest.ini", "setup.py"]
+COPIED = ["framework", "tests", "benchmarks", "configs", "tools", "projects", "docs", "pytest.ini", "setup.py"]
 
 
 def scratch_copy(module: str) -> Path:
