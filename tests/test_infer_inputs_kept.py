@@ -100,6 +100,22 @@ def test_a_distinct_output_folder_still_works_and_leaves_the_inputs_alone(pix2pi
     assert snapshot(tmp_path / "data" / "in") == before
 
 
+def test_a_run_folder_holding_the_config_and_checkpoint_takes_results(unet_run, tmp_path):
+    """Only the data are inputs a folder may not hold: predictions beside the run's config.yaml are fine."""
+    import shutil
+
+    shutil.copytree(unet_run.work_dir, tmp_path / "run")
+    config, checkpoint = tmp_path / "run" / "config.yaml", tmp_path / "run" / unet_run.checkpoint.relative_to(
+        unet_run.work_dir)
+    write_images(tmp_path / "in", ["a.png"])
+    before = snapshot(tmp_path)
+    result = call_tool("infer", "--config", config, "--checkpoint", checkpoint, "--input", tmp_path / "in",
+                       "--output", tmp_path / "run")
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "run" / "masks" / "a.png").exists()
+    assert all(snapshot(tmp_path)[path] == data for path, data in before.items())
+
+
 def read_samples(folder, count):
     return [cv2.imread(str(folder / f"sample_{i:04d}.png")) for i in range(count)]
 

@@ -73,8 +73,8 @@ def main(args: argparse.Namespace) -> None:
     loader = build_dataloader(section, f"data.{args.split}", train=args.split == "train", seed=plain["seed"])
     output = Path(args.output)
     grids = [grid_file(output, number) for number in range(-(-args.num // args.rows))]
-    reads = [("--config", args.config), *((f"data.{args.split}.dataset", f) for f in folders_read_by(loader.dataset))]
-    refuse_writing_over_inputs("--output", output, reads, grids)
+    data = [(f"data.{args.split}.dataset", folder) for folder in folders_read_by(loader.dataset)]
+    refuse_writing_over_inputs("--output", output, data, grids, other_reads=[("--config", args.config)])
     rows: list[np.ndarray] = []
     for batch in loader:
         rows += rows_of(batch, loader.dataset)

@@ -128,13 +128,14 @@ def converted_mask_file(folder: Path, dataset: SegmentationDataset, index: int) 
 
 def refuse_writing_over_the_data(args: argparse.Namespace, dataset) -> None:
     """--convert-rgb-masks into the mask folder would replace the only copy of the colour masks."""
-    reads = [("--config", args.config), *((f"data.{args.split}.dataset", f) for f in folders_read_by(dataset))]
+    data = [(f"data.{args.split}.dataset", folder) for folder in folders_read_by(dataset)]
+    config = [("--config", args.config)]
     if args.convert_rgb_masks and isinstance(dataset, SegmentationDataset):
         folder = Path(args.convert_rgb_masks)
         writes = [converted_mask_file(folder, dataset, index) for index in range(len(dataset))]
-        refuse_writing_over_inputs("--convert-rgb-masks", folder, reads, writes)
+        refuse_writing_over_inputs("--convert-rgb-masks", folder, data, writes, other_reads=config)
     if args.json:
-        refuse_writing_over_inputs("--json", args.json, reads, [args.json], output_is_folder=False)
+        refuse_writing_over_inputs("--json", args.json, data, [args.json], output_is_folder=False, other_reads=config)
 
 
 def convert_rgb_masks(records, dataset: SegmentationDataset, folder: Path) -> int:

@@ -254,9 +254,9 @@ def main(args: argparse.Namespace) -> None:
         raise ConfigError("--input: give image files, folders or glob patterns")
     paths = [] if unconditional else distinct_inputs(list_inputs(args.input))
     kind = "segmentation" if segmentation else task.conditioning if task.conditioning in ("noise", "labels") else "image"
-    reads = [("--config", args.config), ("--checkpoint", args.checkpoint),
-             *(("--input", given) for given in args.input if Path(given).exists()), *(("--input", p) for p in paths)]
-    refuse_writing_over_inputs("--output", output, reads, result_files(kind, output, paths, args.samples, args.num))
+    inputs = [*(("--input", given) for given in args.input if Path(given).exists()), *(("--input", p) for p in paths)]
+    refuse_writing_over_inputs("--output", output, inputs, result_files(kind, output, paths, args.samples, args.num),
+                               other_reads=[("--config", args.config), ("--checkpoint", args.checkpoint)])
     total = args.num if unconditional else len(paths)
     show = sys.stdout.isatty() if args.progress == "auto" else args.progress == "on"
     bar = tqdm(total=total, disable=not show, file=sys.stdout, unit="image", leave=False)

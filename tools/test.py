@@ -76,9 +76,9 @@ def main(args: argparse.Namespace) -> None:
     loader = build_dataloader(section, section_path, train=False, device=device)
     check_label_map_data(task, loader, section_path, training=False)  # before --show-dir's first image
     if args.show_dir:  # its pictures are named like the samples: never in a folder the data comes from
-        reads = [("--config", args.config), ("--checkpoint", args.checkpoint),
-                 *((f"{section_path}.dataset", folder) for folder in folders_read_by(loader.dataset))]
-        refuse_writing_over_inputs("--show-dir", args.show_dir, reads)
+        data = [(f"{section_path}.dataset", folder) for folder in folders_read_by(loader.dataset)]
+        refuse_writing_over_inputs("--show-dir", args.show_dir, data,
+                                   other_reads=[("--config", args.config), ("--checkpoint", args.checkpoint)])
     metrics = build_metrics(plain)
     fit_metrics_to_dataset(metrics, loader.dataset, f"{section_path}.dataset")
 

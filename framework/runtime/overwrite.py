@@ -24,22 +24,29 @@ def resolved(path: str | os.PathLike) -> Path:
 
 
 def refuse_writing_over_inputs(output_option: str, output: str | os.PathLike,
-                               reads: Iterable[tuple[str, str | os.PathLike]],
-                               writes: Iterable[str | os.PathLike] = (), output_is_folder: bool = True) -> None:
+                               inputs: Iterable[tuple[str, str | os.PathLike]],
+                               writes: Iterable[str | os.PathLike] = (), output_is_folder: bool = True,
+                               other_reads: Iterable[tuple[str, str | os.PathLike]] = ()) -> None:
     """A ConfigError, one line naming both paths, when writing would replace a file read.
 
-    `reads`: (how the user named it, e.g. "--input" or "data.val.dataset", path) for every file and
-    folder the tool reads; `writes`: every file it will write (under `output` when that is a folder).
-    Refused: an output folder that is a folder read or directly holds a file read (whatever the
-    tool names its results, they land beside the inputs), and any written file that is a file read
-    (an output folder above an input folder whose results' subfolder has the input folder's name,
-    a symlink in the output folder to an input)."""
+    `inputs`: (how the user named it, e.g. "--input" or "data.val.dataset", path) for the data
+    files and folders the tool reads; `other_reads`: the same for the files it reads besides
+    (config, checkpoint); `writes`: every file it will write (under `output` when that is a folder).
+    Refused: an output folder that is an input folder or directly holds an input file (whatever
+    the tool names its results, they land among the inputs), and any written file that is a file
+    read (an output folder above an input folder whose results' subfolder has the input folder's
+    name, a symlink in the output folder to an input, a report named like the config). A folder
+    that merely holds the config or checkpoint (a run's folder) takes results."""
     read_at: dict[Path, tuple[str, str]] = {}
-    for label, path in reads:
+    for label, path in inputs:
+        read_at.setdefault(resolved(path), (label, os.fspath(path)))
+    input_paths = list(read_at)  # in the order given: the same input named on every run
+    for label, path in other_reads:
         read_at.setdefault(resolved(path), (label, os.fspath(path)))
     where = resolved(output)
     if output_is_folder:
-        for read, (label, path) in read_at.items():
+        for read in input_paths:
+            label, path = read_at[read]
             if read == where:
                 same = "folder" if read.is_dir() else "file"
                 raise ConfigError(f"{output_option} {os.fspath(output)}: the same {same} as {label} {path}; results "
