@@ -37,6 +37,7 @@ from framework.data.folder import list_inputs, read_rgb_image
 from framework.engine.build import select_device
 from framework.engine.trained import load_trained_task
 from framework.errors import ConfigError
+from framework.inference.arrays import rgb_view, to_tensor, to_uint8
 from framework.inference.noise import item_noise
 from framework.inference.result_files import (
     distinct_inputs,
@@ -97,17 +98,6 @@ def same_size_batches(paths: list[Path], batch_size: int, channels: int = 3):
         batch.append((path, image))
     if batch:
         yield batch
-
-
-def rgb_view(image: np.ndarray) -> np.ndarray:
-    """H x W x C on the 0..255 scale as uint8 RGB for an overlay: the first three channels, or the
-    first as grey when there are fewer (as the task's panels show N-channel data)."""
-    view = image[..., :3] if image.shape[2] >= 3 else np.repeat(image[..., :1], 3, axis=2)
-    return view if view.dtype == np.uint8 else np.clip(view, 0, 255).astype(np.uint8)
-
-
-def to_tensor(images: list[np.ndarray], device: torch.device) -> torch.Tensor:
-    return torch.from_numpy(np.stack(images)).permute(0, 3, 1, 2).contiguous().to(device)
 
 
 def segment(task, settings, paths, args, device, output: Path, bar) -> None:
@@ -181,11 +171,6 @@ def synthesize(task: GeneratorTask, paths, args, device, output: Path, bar) -> N
             for path, image in zip(chunk, images):
                 write_rgb(draw_file(output, path, draw, args.samples), to_uint8(image))
         bar.update(len(chunk))
-
-
-def to_uint8(image: torch.Tensor) -> np.ndarray:
-    """3 x H x W float in [0, 1] -> H x W x 3 uint8."""
-    return (image.float() * 255).round().byte().permute(1, 2, 0).cpu().numpy()
 
 
 def autocast(device: torch.device, enabled: bool):
