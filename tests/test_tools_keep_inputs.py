@@ -92,3 +92,23 @@ def test_the_folders_a_dataset_reads_are_found_from_its_attributes(tmp_path):
     dataset = ImageMaskFolder(str(tmp_path / "data"), classes=CLASSES)
     found = {os.path.realpath(folder) for folder in folders_read_by(dataset)}
     assert found == {str(tmp_path / "data" / "images"), str(tmp_path / "data" / "masks")}
+
+
+def test_the_folders_of_listed_files_and_of_a_wrapped_dataset_are_found(tmp_path):
+    """A dataset that keeps only file lists (pix2pix's `files`), held by another (a wrapper)."""
+    import numpy as np
+    from torch.utils.data import Dataset
+
+    for folder in ("a", "b"):
+        (tmp_path / folder).mkdir()
+
+    class Listed(Dataset):
+        def __init__(self):
+            self.files = np.array([str(tmp_path / "a" / "x.png"), str(tmp_path / "b" / "y.png")])
+            self.names = np.array(["x", "y"])  # names, not paths: no folder
+
+    class Wrapper(Dataset):
+        def __init__(self, inner):
+            self.inner = inner
+
+    assert folders_read_by(Wrapper(Listed())) == [str(tmp_path / "a"), str(tmp_path / "b")]
