@@ -50,6 +50,42 @@ def test_infer_turns_label_maps_of_any_size_into_several_draws(run, tmp_path):
     assert np.abs(first.astype(int) - second).mean() > 0  # another noise, another image
 
 
+def write_label_maps(folder, names, size=(32, 32)):
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(1)
+    for name in names:
+        cv2.imwrite(str(folder / name), rng.integers(0, 7, size, dtype=np.uint8))
+
+
+def test_a_seed_names_each_maps_images_whatever_the_batch_and_the_other_maps(run, tmp_path):
+    """Draw k of a map comes from (--seed, k, the map's name) alone: the same images for c.png alone
+    at --batch-size 1 and among three other maps at --batch-size 4."""
+    write_label_maps(tmp_path / "maps", ["a.png", "b.png", "c.png", "d.png"])
+    write_label_maps(tmp_path / "alone", ["c.png"])
+    (tmp_path / "alone" / "c.png").write_bytes((tmp_path / "maps" / "c.png").read_bytes())
+    runs = {"alone": (tmp_path / "alone" / "c.png", 1, 3), "batched": (tmp_path / "maps", 4, 3),
+            "other_seed": (tmp_path / "alone" / "c.png", 1, 4)}
+    for label, (given, batch, seed) in runs.items():
+        result = call_tool("infer", *args(run), "--input", given, "--output", tmp_path / f"out_{label}", "--samples", "2",
+                           "--batch-size", batch, "--seed", seed)
+        assert result.returncode == 0, result.stderr
+    alone, batched, other = ([cv2.imread(str(tmp_path / f"out_{label}" / f"c_{k}.png")) for k in range(2)] for label in runs)
+    for k in range(2):
+        assert np.array_equal(alone[k], batched[k]), f"draw {k}: batch size 1 alone and 4 among others differ"
+    assert not np.array_equal(alone[0], alone[1]) and not np.array_equal(alone[0], other[0])
+
+
+def test_infer_refuses_to_write_over_its_label_maps(run, tmp_path):
+    write_label_maps(tmp_path / "maps", ["a.png", "b.png"])
+    before = {path.name: path.read_bytes() for path in (tmp_path / "maps").iterdir()}
+    result = call_tool("infer", *args(run), "--input", tmp_path / "maps", "--output", tmp_path / "maps")
+    assert result.returncode == 2
+    assert result.stderr.strip() == (f"error: --output {tmp_path / 'maps'}: the same folder as --input "
+                                     f"{tmp_path / 'maps'}; results written there could replace the files read: "
+                                     "choose another folder")
+    assert {path.name: path.read_bytes() for path in (tmp_path / "maps").iterdir()} == before
+
+
 def test_infer_refuses_a_label_outside_the_classes_naming_the_file(run, tmp_path):
     labels = np.zeros((32, 32), dtype=np.uint8)
     labels[5, 5] = 7  # the classes are 0..6

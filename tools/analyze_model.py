@@ -17,6 +17,7 @@ from framework.analysis.model_stats import human, module_rows
 from framework.config.rules import integer
 from framework.engine.trained import load_trained_task
 from framework.runtime.cli import check_options, run
+from framework.runtime.overwrite import refuse_writing_over_inputs
 
 
 def parse_args() -> argparse.ArgumentParser:
@@ -40,6 +41,9 @@ def format_rows(rows: list[dict]) -> str:
 
 def main(args: argparse.Namespace) -> None:
     check_options({"--size": (args.size, integer(1)), "--depth": (args.depth, integer(0))})
+    if args.json:
+        reads = [("--config", args.config), *([("--checkpoint", args.checkpoint)] if args.checkpoint else [])]
+        refuse_writing_over_inputs("--json", args.json, reads, [args.json], output_is_folder=False)
     task, _ = load_trained_task(args.config, args.checkpoint, args.overrides)
     report = {}
     for name, (network, inputs) in task.network_examples(*args.size).items():

@@ -19,8 +19,10 @@ import torch
 from framework.config import import_custom_modules, load_config, to_plain
 from framework.config.rules import integer
 from framework.data.loader import build_dataloader
+from framework.data.sources import folders_read_by
 from framework.errors import ConfigError
 from framework.runtime.cli import check_options, run
+from framework.runtime.overwrite import refuse_writing_over_inputs
 from framework.visualization.masks import overlay, write_rgb
 from framework.visualization.palette import colorize
 
@@ -56,6 +58,10 @@ def rows_of(batch: dict, dataset) -> list[np.ndarray]:
     return [np.concatenate(parts, axis=1) for parts in zip(*images)]
 
 
+def grid_file(output: Path, number: int) -> Path:
+    return output / f"grid_{number:03d}.png"
+
+
 def main(args: argparse.Namespace) -> None:
     check_options({"--num": (args.num, integer(1)), "--rows": (args.rows, integer(1))})
     cfg = load_config(args.config, args.overrides)
@@ -65,16 +71,19 @@ def main(args: argparse.Namespace) -> None:
     if not section:
         raise ConfigError(f"data.{args.split}: the config has no such data section")
     loader = build_dataloader(section, f"data.{args.split}", train=args.split == "train", seed=plain["seed"])
+    output = Path(args.output)
+    grids = [grid_file(output, number) for number in range(-(-args.num // args.rows))]
+    data = [(f"data.{args.split}.dataset", folder) for folder in folders_read_by(loader.dataset)]
+    refuse_writing_over_inputs("--output", output, data, grids, other_reads=[("--config", args.config)])
     rows: list[np.ndarray] = []
     for batch in loader:
         rows += rows_of(batch, loader.dataset)
         if len(rows) >= args.num:
             break
     rows = rows[: args.num]
-    output = Path(args.output)
     output.mkdir(parents=True, exist_ok=True)
     for number, first in enumerate(range(0, len(rows), args.rows)):
-        write_rgb(output / f"grid_{number:03d}.png", np.concatenate(rows[first:first + args.rows], axis=0))
+        write_rgb(grid_file(output, number), np.concatenate(rows[first:first + args.rows], axis=0))
     print(f"{len(rows)} samples in {number + 1} grid(s) -> {output}")
 
 

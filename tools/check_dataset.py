@@ -35,9 +35,11 @@ from framework.config import import_custom_modules, load_config, to_plain
 from framework.config.rules import integer
 from framework.data.base import SegmentationDataset
 from framework.data.folder import MAX_NAMES_IN_MESSAGE, ORIENTATIONS, duplicate_names_collected
+from framework.data.sources import folders_read_by
 from framework.errors import ConfigError
 from framework.registry import DATASETS
 from framework.runtime.cli import check_options, run
+from framework.runtime.overwrite import refuse_writing_over_inputs
 from framework.visualization.masks import write_index_mask
 
 
@@ -120,6 +122,22 @@ def size_statistics(records) -> dict:
     return {**stats, "distinct_sizes": len({tuple(s) for s in sizes})}
 
 
+def converted_mask_file(folder: Path, dataset: SegmentationDataset, index: int) -> Path:
+    return folder / Path(dataset.mask_path(index)).name
+
+
+def refuse_writing_over_the_data(args: argparse.Namespace, dataset) -> None:
+    """--convert-rgb-masks into the mask folder would replace the only copy of the colour masks."""
+    data = [(f"data.{args.split}.dataset", folder) for folder in folders_read_by(dataset)]
+    config = [("--config", args.config)]
+    if args.convert_rgb_masks and isinstance(dataset, SegmentationDataset):
+        folder = Path(args.convert_rgb_masks)
+        writes = [converted_mask_file(folder, dataset, index) for index in range(len(dataset))]
+        refuse_writing_over_inputs("--convert-rgb-masks", folder, data, writes, other_reads=config)
+    if args.json:
+        refuse_writing_over_inputs("--json", args.json, data, [args.json], output_is_folder=False, other_reads=config)
+
+
 def convert_rgb_masks(records, dataset: SegmentationDataset, folder: Path) -> int:
     folder.mkdir(parents=True, exist_ok=True)
     palette = np.array(dataset.palette, dtype=np.uint8)
@@ -129,7 +147,7 @@ def convert_rgb_masks(records, dataset: SegmentationDataset, folder: Path) -> in
         labels = np.full(colours.shape[:2], dataset.ignore_index, dtype=np.uint8)
         for class_id, colour in enumerate(palette):
             labels[(colours == colour).all(axis=2)] = class_id
-        write_index_mask(folder / Path(dataset.mask_path(record.index)).name, labels, palette)
+        write_index_mask(converted_mask_file(folder, dataset, record.index), labels, palette)
         converted += 1
     return converted
 
@@ -169,6 +187,7 @@ def main(args: argparse.Namespace) -> int:
     check_options({"--workers": (args.workers, integer(0))})
     with duplicate_names_collected() as duplicates:  # listed with the other problems, not fatal here
         dataset = build_dataset(args.config, args.split, args.overrides)
+    refuse_writing_over_the_data(args, dataset)
     if not isinstance(dataset, SegmentationDataset):
         return check_images(dataset, args, duplicates)
     with progress_bar(len(dataset)) as bar:

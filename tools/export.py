@@ -32,6 +32,7 @@ from framework.engine.trained import load_trained_task
 from framework.inference.export import FORMATS, example_inputs, export, max_difference, require_onnx
 from framework.runtime.cli import check_options as check_options_against
 from framework.runtime.cli import run
+from framework.runtime.overwrite import refuse_writing_over_inputs
 
 DEFAULT_ATOL = {"onnx": 1e-4, "torchscript": 1e-5}
 
@@ -85,6 +86,8 @@ def compare(module, staged: Path, args, kind: str, divisor_or_channels: int, siz
 
 def main(args: argparse.Namespace) -> int:
     check_options(args)
+    reads = [("--config", args.config), *([("--checkpoint", args.checkpoint)] if args.checkpoint else [])]
+    refuse_writing_over_inputs("--output", args.output, reads, [args.output], output_is_folder=False)
     if args.format == "onnx":
         require_onnx()  # refuse before any work when the extra is missing
     task, _ = load_trained_task(args.config, args.checkpoint, args.overrides)  # refuses NaN/inf weights

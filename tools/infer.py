@@ -11,13 +11,17 @@ A conditional GAN (pix2pix) writes <output>/<name>.png from each input; an uncon
 (DCGAN) writes --num images from noise drawn with --seed (no --input). A CycleGAN translates
 with the (EMA) generator of --direction AtoB or BtoA. A semantic synthesis task turns label maps
 (index PNGs, pixel values the class ids) into --samples images each (<name>_<k>.png for several).
+A seed names images: sample_<i>.png's noise depends only on --seed and i, draw k of a label map's
+only on --seed, k and the map's file name without its suffix; not on --batch-size, --num or the
+other inputs of the run.
+No result is written over a file the run reads: an --output folder that is or directly holds an
+input (symlinks followed), or whose results would land on one, is refused before anything is written.
 An option the task does not use is refused, naming it: the segmentation options (--mode, --crop,
 --stride, --tile-batch, --flip, --scales) on a GAN, --num/--seed where the generator does not
 draw from noise, --input where it does, --samples where it does not take label maps.
 """
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
@@ -33,7 +37,18 @@ from framework.data.folder import list_inputs, read_rgb_image
 from framework.engine.build import select_device
 from framework.engine.trained import load_trained_task
 from framework.errors import ConfigError
+from framework.inference.arrays import rgb_view, to_tensor, to_uint8
+from framework.inference.noise import item_noise
+from framework.inference.result_files import (
+    distinct_inputs,
+    draw_file,
+    result_files,
+    sample_file,
+    segmentation_files,
+    translation_file,
+)
 from framework.runtime.cli import check_options, run
+from framework.runtime.overwrite import refuse_writing_over_inputs
 from framework.tasks.base import GeneratorTask
 from framework.visualization.masks import overlay, write_index_mask, write_rgb
 
@@ -61,29 +76,14 @@ def parse_args() -> argparse.ArgumentParser:
     parser.add_argument("--amp", action="store_true", help="autocast (float16 on CUDA, bfloat16 on CPU)")
     parser.add_argument("--num", type=int, help=f"unconditional GAN: images to generate (default {DEFAULT_NUM})")
     parser.add_argument("--samples", type=int,
-                        help="semantic synthesis: images per label map, each from other noise (seeds --seed, --seed + 1, ...; "
-                             "default 1)")
-    parser.add_argument("--seed", type=int, help="unconditional GAN, semantic synthesis: noise seed (default 0)")
+                        help="semantic synthesis: images per label map, each from other noise (draws 0, 1, ...; default 1)")
+    parser.add_argument("--seed", type=int,
+                        help="unconditional GAN, semantic synthesis: noise seed (default 0); sample i, or draw k of "
+                             "the map <name>, is the same image at any --batch-size, --num and with any other inputs")
     parser.add_argument("--direction", choices=["AtoB", "BtoA"], help="CycleGAN: the generator to translate with")
     parser.add_argument("--progress", choices=["auto", "on", "off"], default="auto", help="progress bar")
     parser.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides")
     return parser
-
-
-def distinct_inputs(paths: list[Path]) -> list[Path]:
-    """The inputs once each; refused when two different files would write the same result
-    (`<name>.png` comes from the file name without its suffix: one/x.png, one/x.jpg, two/x.png)."""
-    unique = list(dict.fromkeys(Path(os.path.abspath(p)) for p in paths))  # one file named twice: read once
-    by_stem: dict[str, list[Path]] = {}
-    for path in unique:
-        by_stem.setdefault(path.stem, []).append(path)
-    clashes = {stem: found for stem, found in by_stem.items() if len(found) > 1}
-    if clashes:
-        stem, found = next(iter(clashes.items()))
-        more = f" (and {len(clashes) - 1} more names)" if len(clashes) > 1 else ""
-        raise ConfigError(f"--input: {', '.join(map(str, found))} would all be written as {stem}.png{more}; "
-                          "give them in separate runs with different --output folders, or rename them")
-    return unique
 
 
 def same_size_batches(paths: list[Path], batch_size: int, channels: int = 3):
@@ -100,17 +100,6 @@ def same_size_batches(paths: list[Path], batch_size: int, channels: int = 3):
         yield batch
 
 
-def rgb_view(image: np.ndarray) -> np.ndarray:
-    """H x W x C on the 0..255 scale as uint8 RGB for an overlay: the first three channels, or the
-    first as grey when there are fewer (as the task's panels show N-channel data)."""
-    view = image[..., :3] if image.shape[2] >= 3 else np.repeat(image[..., :1], 3, axis=2)
-    return view if view.dtype == np.uint8 else np.clip(view, 0, 255).astype(np.uint8)
-
-
-def to_tensor(images: list[np.ndarray], device: torch.device) -> torch.Tensor:
-    return torch.from_numpy(np.stack(images)).permute(0, 3, 1, 2).contiguous().to(device)
-
-
 def segment(task, settings, paths, args, device, output: Path, bar) -> None:
     predictor = task.predictor(settings)
     palette = task.palette.cpu().numpy()
@@ -121,8 +110,9 @@ def segment(task, settings, paths, args, device, output: Path, bar) -> None:
         with autocast(device, args.amp):
             labels = predictor.predict(to_tensor(images, device)).cpu().numpy()
         for (path, image), label in zip(batch, labels):
-            write_index_mask(output / "masks" / f"{path.stem}.png", label, palette)
-            write_rgb(output / "overlays" / f"{path.stem}.png", overlay(rgb_view(image), label, palette))
+            mask_file, overlay_file = segmentation_files(output, path)
+            write_index_mask(mask_file, label, palette)
+            write_rgb(overlay_file, overlay(rgb_view(image), label, palette))
         bar.update(len(batch))
 
 
@@ -135,25 +125,26 @@ def generate(task: GeneratorTask, paths, args, device, output: Path, bar) -> Non
         synthesize(task, paths, args, device, output, bar)
         return
     if task.conditioning == "noise":
-        noise = predictor.noise(args.num, args.seed, device)
         for first in range(0, args.num, args.batch_size):
+            noise = predictor.noise(min(args.batch_size, args.num - first), args.seed, device, first)
             with autocast(device, args.amp):
-                images = predictor.sample(noise[first:first + args.batch_size])
+                images = predictor.sample(noise)
             for i, image in enumerate(images, start=first):
-                write_rgb(output / f"sample_{i:04d}.png", to_uint8(image))
+                write_rgb(sample_file(output, i), to_uint8(image))
             bar.update(len(images))
         return
     for batch in same_size_batches(paths, args.batch_size):
         with autocast(device, args.amp):
             images = predictor.translate(to_tensor([image for _, image in batch], device))
         for (path, _), image in zip(batch, images):
-            write_rgb(output / f"{path.stem}.png", to_uint8(image))
+            write_rgb(translation_file(output, path), to_uint8(image))
         bar.update(len(batch))
 
 
 def synthesize(task: GeneratorTask, paths, args, device, output: Path, bar) -> None:
-    """Label maps (index PNGs: pixel values are class ids) -> --samples images each, the noise of
-    draw k seeded by --seed + k: <name>.png, or <name>_<k>.png for several draws."""
+    """Label maps (index PNGs: pixel values are class ids) -> --samples images each: <name>.png, or
+    <name>_<k>.png for several draws. Draw k's noise for a map comes from (--seed, k, <name>) alone
+    (framework/inference/noise.py): the same image whatever else shares its batch."""
     from framework.data.folder import read_index_mask
 
     module, _, _ = task.deployable(args.direction)
@@ -174,19 +165,12 @@ def synthesize(task: GeneratorTask, paths, args, device, output: Path, bar) -> N
         for draw in range(args.samples):
             noise = None
             if task.noise_shape is not None:
-                seeded = torch.Generator().manual_seed(args.seed + draw)
-                noise = torch.randn(len(chunk), *task.noise_shape, generator=seeded).to(device)
+                noise = item_noise(task.noise_shape, args.seed, draw, [path.stem for path in chunk]).to(device)
             with torch.no_grad(), autocast(device, args.amp):
                 images = module(labels, noise)
             for path, image in zip(chunk, images):
-                name = path.stem if args.samples == 1 else f"{path.stem}_{draw}"
-                write_rgb(output / f"{name}.png", to_uint8(image))
+                write_rgb(draw_file(output, path, draw, args.samples), to_uint8(image))
         bar.update(len(chunk))
-
-
-def to_uint8(image: torch.Tensor) -> np.ndarray:
-    """3 x H x W float in [0, 1] -> H x W x 3 uint8."""
-    return (image.float() * 255).round().byte().permute(1, 2, 0).cpu().numpy()
 
 
 def autocast(device: torch.device, enabled: bool):
@@ -254,6 +238,10 @@ def main(args: argparse.Namespace) -> None:
     if not unconditional and not args.input:
         raise ConfigError("--input: give image files, folders or glob patterns")
     paths = [] if unconditional else distinct_inputs(list_inputs(args.input))
+    kind = "segmentation" if segmentation else task.conditioning if task.conditioning in ("noise", "labels") else "image"
+    inputs = [*(("--input", given) for given in args.input if Path(given).exists()), *(("--input", p) for p in paths)]
+    refuse_writing_over_inputs("--output", output, inputs, result_files(kind, output, paths, args.samples, args.num),
+                               other_reads=[("--config", args.config), ("--checkpoint", args.checkpoint)])
     total = args.num if unconditional else len(paths)
     show = sys.stdout.isatty() if args.progress == "auto" else args.progress == "on"
     bar = tqdm(total=total, disable=not show, file=sys.stdout, unit="image", leave=False)

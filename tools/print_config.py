@@ -11,6 +11,7 @@ from omegaconf import OmegaConf
 
 from framework.config import load_config, save_config
 from framework.runtime.cli import run
+from framework.runtime.overwrite import refuse_writing_over_inputs
 
 
 def parse_args() -> argparse.ArgumentParser:
@@ -22,6 +23,8 @@ def parse_args() -> argparse.ArgumentParser:
 
 
 def main(args: argparse.Namespace) -> None:
+    if args.output:  # the resolved copy would replace the config it was read from
+        refuse_writing_over_inputs("--output", args.output, [("--config", args.config)], [args.output], False)
     cfg = load_config(args.config, args.overrides)
     print(OmegaConf.to_yaml(cfg, resolve=True), end="")
     if args.output:

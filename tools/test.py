@@ -14,6 +14,7 @@ from pathlib import Path
 from framework.checkpoint import files as ckpt
 from framework.config import default_work_dir, import_custom_modules, load_config, to_plain
 from framework.data.loader import build_dataloader
+from framework.data.sources import folders_read_by
 from framework.engine.build import build_metrics, build_task, select_device
 from framework.engine.evaluation import evaluate
 from framework.engine.label_map_data import check_label_map_data
@@ -22,6 +23,7 @@ from framework.errors import ConfigError
 from framework.metrics import is_per_class, json_safe, summary_values
 from framework.metrics.base import fit_metrics_to_dataset
 from framework.runtime.cli import exit_process, pause_collector_for_startup, run, setup_logging, startup_done
+from framework.runtime.overwrite import refuse_writing_over_inputs
 
 
 def parse_args() -> argparse.ArgumentParser:
@@ -73,6 +75,10 @@ def main(args: argparse.Namespace) -> None:
     section_path = "data.test" if plain["data"].get("test") else "data.val"
     loader = build_dataloader(section, section_path, train=False, device=device)
     check_label_map_data(task, loader, section_path, training=False)  # before --show-dir's first image
+    if args.show_dir:  # its pictures are named like the samples: never in a folder the data comes from
+        data = [(f"{section_path}.dataset", folder) for folder in folders_read_by(loader.dataset)]
+        refuse_writing_over_inputs("--show-dir", args.show_dir, data,
+                                   other_reads=[("--config", args.config), ("--checkpoint", args.checkpoint)])
     metrics = build_metrics(plain)
     fit_metrics_to_dataset(metrics, loader.dataset, f"{section_path}.dataset")
 

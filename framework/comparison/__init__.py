@@ -3,7 +3,7 @@ report of what each config reached and how far the seeds spread.
 
 Owns: the comparison's plan and its checks before anything runs (`plan.py`: configs, seeds,
 metric names, the pairs' folders, the cores each run gets), running the pairs as `tools/train.py`
-processes, a few at a time, resumable (`runner.py`), the summary read from each run's
+processes, a few at a time, resumable (`runner.py`), each ending with the comparison (`child_process.py`), the summary read from each run's
 metrics.jsonl (`summary.py`: mean, spread, paired differences, best against last; JSON and
 markdown) and the curves' picture (`plot.py`).
 May import: framework, errors, registry, config, metrics, checkpoint (whether a work dir holds a run); never the

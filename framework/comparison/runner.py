@@ -10,6 +10,8 @@ SIGTERM, SIGINT and SIGUSR1 are passed on to the running processes, which save a
 exit (tools/train.py); no new one starts, and `run_pairs` returns the signal so the caller can
 exit with 128 + it. The processes run in sessions of their own, so a Ctrl-C in the terminal
 reaches them once, through here (a second Ctrl-C, passed on too, stops them without saving).
+When this process dies without passing anything on (SIGKILL), the kernel sends each run SIGTERM
+on Linux (`child_process.py`), so no run is left training alone.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import framework
+from framework.comparison.child_process import child_setup
 from framework.comparison.plan import Pair, Plan
 
 FRAMEWORK_ROOT = Path(framework.__file__).resolve().parents[1]
@@ -102,9 +105,8 @@ def _start(train: list[str], plan: Plan, pair: Pair, resume: bool, cores: list[i
     with open(pair.log_path, "a", encoding="utf-8") as log:
         log.write(f"\n== {'resume' if resume else 'start'}: {' '.join(command)}\n")
         log.flush()
-        pin = (lambda: os.sched_setaffinity(0, cores)) if hasattr(os, "sched_setaffinity") else None
         return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                env=env, preexec_fn=pin, start_new_session=True)
+                                env=env, preexec_fn=child_setup(cores), start_new_session=True)
 
 
 def run_pairs(plan: Plan, train: list[str], say: Callable[[str], None] = print,

@@ -2,7 +2,7 @@
 
 Conditional (pix2pix): uint8 RGB images of any size -> generated images of the same size
 (padded to the generator's size divisor and cropped back, as for segmentation).
-Unconditional (DCGAN): `count` images from noise drawn with a seed, so a seed names a set.
+Unconditional (DCGAN): images from noise drawn per sample with a seed, so a seed and an index name an image.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from framework.inference.noise import item_noise
 from framework.inference.segmentation import pad_to_multiple
 from framework.inference.settings import network_size_divisor
 
@@ -39,9 +40,10 @@ class GeneratorPredictor:
         fake = self.generator(pad_to_multiple(to_signed(images), self.size_divisor))
         return to_unit(fake[..., :height, :width].float())
 
-    def noise(self, count: int, seed: int, device: torch.device) -> torch.Tensor:
-        generator = torch.Generator().manual_seed(seed)
-        return torch.randn(count, *self.noise_shape, generator=generator).to(device)
+    def noise(self, count: int, seed: int, device: torch.device, first: int = 0) -> torch.Tensor:
+        """The noise of samples first .. first + count - 1: sample i's from (seed, i) alone
+        (framework/inference/noise.py), so a seed names each image at any batch size or count."""
+        return item_noise(self.noise_shape, seed, 0, range(first, first + count)).to(device)
 
     @torch.no_grad()
     def sample(self, noise: torch.Tensor) -> torch.Tensor:

@@ -2,7 +2,8 @@
 
 Owns: CPU precision and AMP decisions (`precision.py`), malloc tuning (`malloc.py`),
 `torch.compile` settings (`compile.py`), the tools' one-line error handling and start-up
-(`cli.py`), the work-dir lock (`workdir.py`).
+(`cli.py`), the work-dir lock (`workdir.py`), the refusal to write over a file a tool reads
+(`overwrite.py`).
 May import: errors, registry, config (the amp keys' messages), checkpoint (the run folder's layout); never
 the engine.
 

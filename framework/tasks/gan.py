@@ -42,6 +42,7 @@ from torch import nn
 
 from framework.dist import unwrap
 from framework.inference.generator import to_signed, to_unit
+from framework.inference.noise import item_noise
 from framework.registry import TASKS
 from framework.tasks.adversary import Adversary, check_weight
 from framework.tasks.base import GeneratorTask, average_logs, micro_step, rename_prefix, update_with
@@ -221,9 +222,7 @@ class GANTask(GeneratorTask):
     def evaluation_noise(self, indices: torch.Tensor) -> torch.Tensor:
         """Noise seeded by each sample's dataset index: the same fakes in every evaluation,
         whichever process or batch evaluates the sample."""
-        noise = [torch.randn(self.latent_dim, 1, 1, generator=torch.Generator().manual_seed(int(i)))
-                 for i in indices.tolist()]
-        return torch.stack(noise).to(indices.device)
+        return item_noise((self.latent_dim, 1, 1), 0, 0, indices.tolist()).to(indices.device)
 
     # ------------------------------------------------------------------ evaluation
 

@@ -39,6 +39,7 @@ from torch import nn
 from framework.dist import unwrap
 from framework.inference.export import traceable_pad
 from framework.inference.generator import to_signed, to_unit
+from framework.inference.noise import item_noise
 from framework.inference.settings import network_size_divisor
 from framework.losses.mode_seeking import mode_seeking_loss
 from framework.losses.oasis import labelmix_consistency, labelmix_images, labelmix_mask
@@ -50,8 +51,6 @@ from framework.tasks.ema import EMA
 from framework.tasks.replay import random_state, replaying
 from framework.visualization.palette import colorize, default_palette
 from framework.visualization.panels import side_by_side, stack_rows, write_named_pngs
-
-ALT_SEED = 2**31  # the second evaluation draw of sample i is seeded ALT_SEED + i
 
 
 @TASKS.register()
@@ -221,13 +220,11 @@ class SemanticSynthesisTask(GeneratorTask):
         generator = self.generator_for(direction)
         return LabelsToImage(generator, self.num_classes, self.ignore_index).eval(), "labels", self.num_classes
 
-    def evaluation_noise(self, indices: torch.Tensor, offset: int = 0) -> torch.Tensor | None:
-        """Noise seeded by each sample's dataset index (+ offset): the same fakes in every evaluation."""
+    def evaluation_noise(self, indices: torch.Tensor, draw: int = 0) -> torch.Tensor | None:
+        """Draw `draw`'s noise of each sample, seeded by its dataset index: the same fakes in every evaluation."""
         if self.noise_shape is None:
             return None
-        noise = [torch.randn(*self.noise_shape, generator=torch.Generator().manual_seed(offset + int(i)))
-                 for i in indices.tolist()]
-        return torch.stack(noise).to(indices.device)
+        return item_noise(self.noise_shape, 0, draw, indices.tolist()).to(indices.device)
 
     # ------------------------------------------------------------------ evaluation
 
@@ -235,7 +232,7 @@ class SemanticSynthesisTask(GeneratorTask):
         labels, generator = batch["mask"].long(), self.generator_for()
         one_hot = self.one_hot(labels)
         fake = generator(one_hot, self.evaluation_noise(batch["index"]))
-        fake_alt = generator(one_hot, self.evaluation_noise(batch["index"], ALT_SEED))
+        fake_alt = generator(one_hot, self.evaluation_noise(batch["index"], draw=1))
         return {"fake": to_unit(fake), "fake_alt": to_unit(fake_alt), "real": to_unit(to_signed(batch["image"])),
                 "labels": labels}
 
