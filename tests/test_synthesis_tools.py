@@ -41,13 +41,22 @@ def test_infer_turns_label_maps_of_any_size_into_several_draws(run, tmp_path):
     odd = rng.integers(0, 7, (29, 35), dtype=np.uint8)
     odd[:4, :4] = 255  # don't-care
     cv2.imwrite(str(tmp_path / "odd.png"), odd)
+    (tmp_path / "maps").mkdir()
+    for name in ("square", "odd"):
+        (tmp_path / "maps" / f"{name}.png").write_bytes((tmp_path / f"{name}.png").read_bytes())
     out = tmp_path / "out"
-    for name in ("square", "odd"):  # one size per batch
+    for name in ("square", "odd"):  # each map alone
         result = call_tool("infer", *args(run), "--input", tmp_path / f"{name}.png", "--output", out, "--samples", "2")
         assert result.returncode == 0, result.stderr
     first, second = (cv2.imread(str(out / f"odd_{k}.png")) for k in range(2))
     assert first.shape == (29, 35, 3) and cv2.imread(str(out / "square_1.png")).shape == (32, 32, 3)
     assert np.abs(first.astype(int) - second).mean() > 0  # another noise, another image
+    # both sizes in one folder at --batch-size 4: batched by size, the same images (issue 51, item 6)
+    result = call_tool("infer", *args(run), "--input", tmp_path / "maps", "--output", tmp_path / "mixed", "--samples",
+                       "2", "--batch-size", "4")
+    assert result.returncode == 0, result.stderr
+    for name in ("square_0", "square_1", "odd_0", "odd_1"):
+        assert np.array_equal(cv2.imread(str(tmp_path / "mixed" / f"{name}.png")), cv2.imread(str(out / f"{name}.png")))
 
 
 def write_label_maps(folder, names, size=(32, 32)):

@@ -86,12 +86,16 @@ def parse_args() -> argparse.ArgumentParser:
     return parser
 
 
-def same_size_batches(paths: list[Path], batch_size: int, channels: int = 3):
+def same_size_batches(paths: list[Path], batch_size: int, channels: int = 3, read=None):
     """Consecutive images of one size, `batch_size` at most, as (paths, H x W x channels arrays):
-    RGB, or N-channel files (framework/data/channels.py) for a network trained on N channels."""
+    RGB, or N-channel files (framework/data/channels.py) for a network trained on N channels, or
+    what `read(path)` returns (label maps)."""
     batch: list[tuple[Path, np.ndarray]] = []
     for path in paths:
-        image = read_rgb_image(str(path)) if channels == 3 else read_channels_image(str(path), channels)
+        if read is not None:
+            image = read(path)
+        else:
+            image = read_rgb_image(str(path)) if channels == 3 else read_channels_image(str(path), channels)
         if batch and (len(batch) == batch_size or batch[0][1].shape != image.shape):
             yield batch
             batch = []
@@ -143,25 +147,24 @@ def generate(task: GeneratorTask, paths, args, device, output: Path, bar) -> Non
 
 def synthesize(task: GeneratorTask, paths, args, device, output: Path, bar) -> None:
     """Label maps (index PNGs: pixel values are class ids) -> --samples images each: <name>.png, or
-    <name>_<k>.png for several draws. Draw k's noise for a map comes from (--seed, k, <name>) alone
-    (framework/inference/noise.py): the same image whatever else shares its batch."""
+    <name>_<k>.png for several draws, batched by size (maps of mixed sizes are fine). Draw k's noise
+    for a map comes from (--seed, k, <name>) alone (framework/inference/noise.py): the same image
+    whatever else shares its batch."""
     from framework.data.folder import read_index_mask
+
+    def read_classes(path: Path) -> np.ndarray:
+        labels = read_index_mask(str(path))
+        wrong = np.unique(labels[(labels >= task.num_classes) & (labels != task.ignore_index)])
+        if wrong.size:
+            raise ConfigError(f"--input: {path} holds label {int(wrong[0])}, not a class of this task "
+                              f"(0..{task.num_classes - 1}, or {task.ignore_index} for don't-care)")
+        return labels
 
     module, _, _ = task.deployable(args.direction)
     module.to(device)
-    for first in range(0, len(paths), args.batch_size):
-        chunk = paths[first:first + args.batch_size]
-        maps = [read_index_mask(str(path)) for path in chunk]
-        for path, labels in zip(chunk, maps):
-            wrong = np.unique(labels[(labels >= task.num_classes) & (labels != task.ignore_index)])
-            if wrong.size:
-                raise ConfigError(f"--input: {path} holds label {int(wrong[0])}, not a class of this task "
-                                  f"(0..{task.num_classes - 1}, or {task.ignore_index} for don't-care)")
-            if labels.shape != maps[0].shape:
-                raise ConfigError(f"--input: {path} is {labels.shape[1]}x{labels.shape[0]}, {chunk[0]} "
-                                  f"{maps[0].shape[1]}x{maps[0].shape[0]}: label maps of one batch share a size "
-                                  "(--batch-size 1 takes any mix)")
-        labels = torch.from_numpy(np.stack(maps)).to(device).float()
+    for batch in same_size_batches(paths, args.batch_size, read=read_classes):
+        chunk = [path for path, _ in batch]
+        labels = torch.from_numpy(np.stack([labels for _, labels in batch])).to(device).float()
         for draw in range(args.samples):
             noise = None
             if task.noise_shape is not None:

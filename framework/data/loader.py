@@ -27,6 +27,7 @@ import torch
 from torch.utils.data import DataLoader
 
 from framework.data.cache import cache_in_memory, fill_cache
+from framework.data.collate import SizeCheckedCollate
 from framework.data.sampler import EpochSampler, ShardSampler
 from framework.errors import ConfigError
 from framework.registry import DATASETS, reject_unknown_keys
@@ -133,6 +134,7 @@ def build_dataloader(section: Mapping, path: str, *, train: bool, seed: int = 0,
         drop_last=train,
         persistent_workers=bool(settings["persistent_workers"]) and workers > 0,
         worker_init_fn=_seed_worker,
+        collate_fn=SizeCheckedCollate(path),  # names two samples of different sizes
         # Its own generator, so creating an iterator never consumes the global torch RNG
         # (which would make a resumed run diverge from an uninterrupted one).
         generator=torch.Generator().manual_seed(seed),
