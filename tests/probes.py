@@ -4,7 +4,8 @@ of a forked process.
 `LossRecorderHook` appends every iteration's losses to a file, exactly (float.hex), with one
 unbuffered write per line so a SIGKILL never leaves a half line; `delay` slows iterations down
 so a test can interrupt a run near a chosen iteration. `CrashOnFirstAttemptHook` makes a
-torchrun worker die at a given iteration of its first attempt only. `stall_checkpoint_write`
+torchrun worker die at a given iteration of its first attempt only; `SigkillAtIterationHook` kills
+a run with SIGKILL at the end of an iteration. `stall_checkpoint_write`
 starts writing a checkpoint and hangs halfway, for a test to kill it there. `NaNAtIteration`
 and `InfGradientAtIteration` wrap a loss to make one iteration's loss, or only its gradients,
 non-finite. `CollectorStateHook` writes the garbage collector's state as training starts.
@@ -67,6 +68,20 @@ class CrashOnFirstAttemptHook(Hook):
         if trainer.iter == self.iteration and os.environ.get("TORCHELASTIC_RESTART_COUNT") == "0" \
                 and self.rank in (None, get_rank()):
             os._exit(1)  # as abrupt as a crash: no cleanup, no checkpoint
+
+
+@HOOKS.register()
+class SigkillAtIterationHook(Hook):
+    """SIGKILL the run at the end of `iteration`: after every built-in hook (its checkpoint saved)."""
+
+    priority = 70
+
+    def __init__(self, iteration: int):
+        self.iteration = iteration
+
+    def after_iter(self, trainer) -> None:
+        if trainer.iter == self.iteration:
+            os.kill(os.getpid(), 9)
 
 
 def stall_checkpoint_write(path: str, ready_file: str) -> None:

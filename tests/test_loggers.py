@@ -130,6 +130,24 @@ def test_a_resumed_run_logs_each_step_once_in_csv_and_continues_the_mlflow_run(l
     assert sorted(steps) == [2, 4, 4]  # MLflow's history keeps both values of a step logged again
 
 
+def test_the_best_row_of_the_checkpoint_iteration_survives_a_sigkill_and_the_resume(tmp_path):
+    """nothing-silent part 4, item 8: the row best/mIoU at the checkpoint's iteration was still in
+    the csv file's buffer when SIGKILL came, and the resumed run does not evaluate that iteration again."""
+    from support import fork_tool
+
+    work_dir = tmp_path / "run"
+    hook = "hooks=[{type: SigkillAtIterationHook, iteration: 2}]"
+    process = fork_tool("train", "--config", CONFIG, "--work-dir", work_dir, *RUN, "loggers=[csv]", hook,
+                        "custom_imports=[probes]", cwd=REPO / "tests", log=tmp_path / "killed.log")
+    process.join(120)
+    assert process.exitcode == -9, (tmp_path / "killed.log").read_text()[-2000:]
+    assert ("best/mIoU", 2) in csv_scalars(work_dir)
+    result = call_tool("train", "--config", CONFIG, "--work-dir", work_dir, *RUN, "loggers=[csv]", "--resume")
+    assert result.returncode == 0, result.stderr
+    logged = csv_scalars(work_dir)
+    assert {("best/mIoU", 2), ("best/mIoU", 4), ("val/mIoU", 2), ("val/mIoU", 4)} <= set(logged)
+
+
 def test_no_loggers_and_an_unknown_one(tmp_path):
     quiet = train_run(tmp_path / "quiet", CONFIG, *RUN, "train.max_iters=2", "loggers=[]")
     assert not (quiet / "tensorboard").exists() and not (quiet / "csv").exists()

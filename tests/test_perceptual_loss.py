@@ -89,6 +89,26 @@ def test_a_damaged_or_pickled_object_weights_file_is_one_line_naming_it(tmp_path
     assert "\n" not in str(error.value)
 
 
+@pytest.mark.parametrize("suffix", [".pth", ".safetensors"])
+def test_a_nan_in_a_weights_file_is_named_when_it_is_loaded(tmp_path, suffix):
+    """nothing-silent part 4, item 8: it trained an iteration and was reported as a diverged run."""
+    torch.manual_seed(0)
+    features = make_layers(cfgs["D"])
+    state = {f"features.{k}": v.contiguous() for k, v in features.state_dict().items()}
+    state["features.5.weight"][0, 0, 1, 1] = float("nan")
+    path = tmp_path / f"vgg16{suffix}"
+    if suffix == ".pth":
+        torch.save(state, path)
+    else:
+        from safetensors.torch import save_file
+        save_file(state, str(path))
+    with pytest.raises(UserError) as error:
+        LOSSES.build({"type": "VGGPerceptualLoss", "arch": "vgg16", "weights": str(path)}, path="task.perceptual")
+    assert str(error.value) == (f"task.perceptual (VGGPerceptualLoss): {path}: features.5.weight holds 1 non-finite "
+                                f"value(s) (NaN or infinity) of 73728: the file is damaged or was saved from a "
+                                "diverged run; use another copy")
+
+
 def test_a_file_of_another_network_is_refused(tmp_path):
     torch.save({"features.0.weight": torch.zeros(1)}, tmp_path / "other.pth")
     with pytest.raises(ConfigError, match=re.escape("is not a torchvision vgg16 file: 22 tensors missing or of "

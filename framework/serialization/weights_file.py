@@ -51,9 +51,10 @@ def read_weights_file(path: str | os.PathLike) -> dict:
         from safetensors.torch import load_file
 
         try:
-            return load_file(str(path), device="cpu")
+            state = load_file(str(path), device="cpu")
         except (SafetensorError, OSError, ValueError) as err:
             raise CheckpointError(f"cannot load {path}: {_first_line(err)}") from err
+        return _refuse_non_finite(state, path)
     try:
         with warnings.catch_warnings():  # torch warns about the "pickle protocol" of random bytes
             warnings.simplefilter("ignore")
@@ -84,4 +85,31 @@ def read_weights_file(path: str | os.PathLike) -> dict:
                               f"one{detail}") from err
     if not isinstance(state, dict):
         raise CheckpointError(f"{path} holds a {type(state).__name__}, expected a dict")
+    return _refuse_non_finite(state, path)
+
+
+def _refuse_non_finite(state: dict, path: Path) -> dict:
+    """`state`, or a CheckpointError naming the file and the first tensor holding NaN or infinity: a
+    NaN in a VGG weights file trained for an iteration and was then reported as a diverged run
+    ("lower optim.lr"), far from its cause. One pass over the tensors, once per file read."""
+    for key, tensor in _floating_tensors(state, ""):
+        finite = torch.isfinite(tensor)
+        if not bool(finite.all()):
+            bad = tensor.numel() - int(finite.sum())
+            raise CheckpointError(f"{path}: {key} holds {bad} non-finite value(s) (NaN or infinity) of "
+                                  f"{tensor.numel()}: the file is damaged or was saved from a diverged run; "
+                                  "use another copy")
     return state
+
+
+def _floating_tensors(node, key: str):
+    """(key path, tensor) of every floating-point tensor in nested dicts and lists."""
+    if isinstance(node, torch.Tensor):
+        if node.is_floating_point() or node.is_complex():
+            yield key, node
+    elif isinstance(node, dict):
+        for name, value in node.items():
+            yield from _floating_tensors(value, f"{key}.{name}" if key else str(name))
+    elif isinstance(node, (list, tuple)):
+        for index, value in enumerate(node):
+            yield from _floating_tensors(value, f"{key}[{index}]")

@@ -73,6 +73,8 @@ class CheckpointHook(Hook):
         refuse_nonfinite_weights(state["task"], f"checkpoint at iteration {trainer.iter}")
         if not is_main():
             return
+        if trainer.loggers:  # every row up to this iteration on disk before the checkpoint a resume keeps them by
+            trainer.loggers.flush()
         if save_iter:
             path = self._save_iteration(trainer, state)
             if trainer.stop_signal is not None:
