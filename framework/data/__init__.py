@@ -2,7 +2,8 @@
 
 Owns: datasets (`base.py`, `folder.py`, `images.py`, `unpaired.py`, `shapes.py`, N-channel reading
 in `channels.py`), the albumentations pipeline (`transforms.py`), samplers (`sampler.py`), loaders
-(`loader.py`, batching samples of one size: `collate.py`), the decoded-sample cache (`cache.py`) and the folders a dataset reads (`sources.py`).
+(`loader.py`, batching samples of one size: `collate.py`), the decoded-sample cache (`cache.py`)
+and the folders a dataset reads (`sources.py`).
 May import: errors, registry, dist, visualization (a dataset's palette).
 
 Dataset authors (projects, user code) also get the folder toolkit the built-in datasets use:
