@@ -133,7 +133,9 @@ def pytest_configure(config):
     if workers:
         import torch
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-        torch.set_num_threads(max(1, cores // workers))  # the cores this process may run on (taskset)
+        threads = max(1, cores // workers)  # the cores this process may run on (taskset)
+        torch.set_num_threads(threads)
+        os.environ.setdefault("OMP_NUM_THREADS", str(threads))  # what `threads: auto` of in-process runs keeps
 
 
 def pytest_collection_modifyitems(config, items):

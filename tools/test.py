@@ -8,6 +8,7 @@ Prints a per-class table and the summary, writes <work_dir>/metrics.json, and wi
 
 import argparse
 import json
+import logging
 import math
 from pathlib import Path
 
@@ -24,6 +25,7 @@ from framework.metrics import is_per_class, json_safe, summary_values
 from framework.metrics.base import fit_metrics_to_dataset
 from framework.runtime.cli import exit_process, pause_collector_for_startup, run, setup_logging, startup_done
 from framework.runtime.overwrite import refuse_writing_over_inputs
+from framework.runtime.threads import apply_threads, usable_cores
 
 
 def parse_args() -> argparse.ArgumentParser:
@@ -72,8 +74,9 @@ def main(args: argparse.Namespace) -> None:
     task = build_task(plain, device)
     ckpt.load_task_weights(task, state, args.checkpoint)
     setup_logging(work_dir, "test.log")  # the work dir is only written once the checkpoint fits
+    logging.getLogger("framework").info(apply_threads(plain["threads"]))
     section_path = "data.test" if plain["data"].get("test") else "data.val"
-    loader = build_dataloader(section, section_path, train=False, device=device)
+    loader = build_dataloader(section, section_path, train=False, device=device, cores=usable_cores()[0])
     check_label_map_data(task, loader, section_path, training=False)  # before --show-dir's first image
     if args.show_dir:  # its pictures are named like the samples: never in a folder the data comes from
         data = [(f"{section_path}.dataset", folder) for folder in folders_read_by(loader.dataset)]

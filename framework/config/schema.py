@@ -53,6 +53,7 @@ DEFAULTS: dict[str, Any] = {
     "sync_bn": False,  # BatchNorm statistics over all processes (multi-process runs only)
     "channels_last": False,  # NHWC memory format for the task's networks; auto: NHWC on AVX-512 CPUs and tensor-core GPUs (runtime/precision.py)
     "malloc_tuning": True,  # glibc: keep freed host memory for the next step (framework/runtime/malloc.py)
+    "threads": "auto",  # intra-op threads: auto (the cores this process may use: affinity, CPU quota; OMP_NUM_THREADS kept) or N (framework/runtime/threads.py)
     "compile": False,  # torch.compile each trainable network: true, or {backend, mode, dynamic, fullgraph, options}
     "amp": {
         # auto: bfloat16 autocast where the CPU/GPU computes it natively, float32 elsewhere (runtime/precision.py);
@@ -110,6 +111,7 @@ SCHEMA = section({
     "task": node, "data": section({"train": optional(LOADER), "val": optional(LOADER), "test": optional(LOADER)}),
     "optim": optional(OPTIMIZER), "optimizers": optional(each(OPTIMIZER)),
     "metrics": list_of(node), "hooks": list_of(node), "loggers": list_of(any_of(string, node)), "sync_bn": boolean, "channels_last": one_of(True, False, "auto"), "malloc_tuning": boolean,
+    "threads": any_of(integer(1), one_of("auto")),
     "compile": any_of(boolean, mapping),
     "amp": section({"enabled": one_of(True, False, "auto"), "dtype": optional(one_of("float16", "bfloat16"))}),
     "dist": section({"backend": one_of("auto", "gloo", "nccl", "mpi"), "timeout": number(above=0),

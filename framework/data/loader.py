@@ -55,9 +55,9 @@ def auto_workers(device: torch.device | None, cached: bool, cores: int | None = 
     return min(8, cores // 4)
 
 
-def resolve_workers(setting, path: str, device: torch.device | None, cached: bool) -> int:
+def resolve_workers(setting, path: str, device: torch.device | None, cached: bool, cores: int | None = None) -> int:
     if setting == "auto":
-        return auto_workers(device, cached)
+        return auto_workers(device, cached, cores)
     if isinstance(setting, bool) or not isinstance(setting, int) or setting < 0:
         raise ConfigError(f"{path}.num_workers: must be auto or an integer >= 0, got {setting!r}")
     return setting
@@ -103,7 +103,9 @@ def _seed_worker(worker_id: int) -> None:
 
 
 def build_dataloader(section: Mapping, path: str, *, train: bool, seed: int = 0, rank: int = 0,
-                     world_size: int = 1, device: torch.device | None = None) -> DataLoader:
+                     world_size: int = 1, device: torch.device | None = None, cores: int | None = None) -> DataLoader:
+    """`cores`: what `num_workers: auto` counts (the run's usable cores, runtime/threads.py; None:
+    the affinity mask)."""
     settings = loader_settings(section, path)
     dataset = DATASETS.build(settings["dataset"], path=f"{path}.dataset")
     dataset = cache_in_memory(dataset, settings["cache"], settings["cache_limit_mb"], path, fill=False)
@@ -120,7 +122,7 @@ def build_dataloader(section: Mapping, path: str, *, train: bool, seed: int = 0,
                                with_seed=getattr(dataset, "takes_sample_seed", False))
     else:
         sampler = ShardSampler(len(dataset), rank=rank, world_size=world_size)
-    workers = resolve_workers(settings["num_workers"], path, device, hasattr(dataset, "decoded_cache"))
+    workers = resolve_workers(settings["num_workers"], path, device, hasattr(dataset, "decoded_cache"), cores)
     fill_cache(dataset, settings["cache"], workers)
     pin = settings["pin_memory"]
     if pin == "auto":

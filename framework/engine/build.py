@@ -40,6 +40,7 @@ from framework.runtime import precision
 from framework.runtime.compile import compile_networks
 from framework.runtime.malloc import tune_malloc
 from framework.runtime.precision import autocast_dtype, describe_memory_format, use_channels_last
+from framework.runtime.threads import apply_threads, usable_cores
 
 logger = logging.getLogger("framework")
 
@@ -58,6 +59,7 @@ def build_trainer(cfg: DictConfig, work_dir: str, resume: str | bool | None = No
     seed_everything(plain["seed"], plain["deterministic"])
     torch.backends.cudnn.benchmark = cudnn_benchmark(plain)
     tune_malloc(plain["malloc_tuning"])
+    logger.info(apply_threads(plain["threads"]))
     resume_from = checkpoint_to_resume(work_dir, resume, plain["auto_resume"])
     train_loader, val_loader = build_loaders(plain, device)
     first_batch = first_training_batch(train_loader, val_loader, device)  # a failing pipeline, mixed sizes
@@ -121,15 +123,18 @@ def log_device_defaults(cfg: dict, device: torch.device, train_loader) -> None:
 
 
 def build_loaders(cfg: dict, device: torch.device):
-    """(training loader, validation loader or None); each process reads its own shard."""
+    """(training loader, validation loader or None); each process reads its own shard. Worker
+    processes (`num_workers: auto`) count the cores the threads do (runtime/threads.py)."""
     data, rank, world_size = cfg["data"], get_rank(), get_world_size()
     if "train" not in data:
         raise ConfigError("data.train: missing (the training loader)")
+    cores = usable_cores()[0]
     train = build_dataloader(data["train"], "data.train", train=True, seed=cfg["seed"], rank=rank,
-                             world_size=world_size, device=device)
+                             world_size=world_size, device=device, cores=cores)
     val = None
     if data.get("val") is not None:
-        val = build_dataloader(data["val"], "data.val", train=False, rank=rank, world_size=world_size, device=device)
+        val = build_dataloader(data["val"], "data.val", train=False, rank=rank, world_size=world_size, device=device,
+                               cores=cores)
     return train, val
 
 

@@ -1,6 +1,6 @@
 """The process a run lives in, apart from the training loop.
 
-Owns: CPU precision and AMP decisions (`precision.py`), malloc tuning (`malloc.py`),
+Owns: CPU precision and AMP decisions (`precision.py`), malloc tuning (`malloc.py`), intra-op threads (`threads.py`),
 `torch.compile` settings (`compile.py`), the tools' one-line error handling and start-up
 (`cli.py`), the work-dir lock (`workdir.py`), the refusal to write over a file a tool reads
 (`overwrite.py`).
