@@ -127,13 +127,33 @@ def test_a_task_without_pictures_says_so(guide, tmp_path, caplog):
         with caplog.at_level(logging.WARNING, logger="framework"):
             assert sample_rows(task, {"real": torch.rand(1, 3, 8, 8)}, 4) == {}
             assert sample_rows(task, {"real": torch.rand(1, 3, 8, 8)}, 4) == {}
+            assert PlainTask().visualize({}, {}, 4) == PlainTask().visualize({}, {}, 4) == {}
     finally:
         framework_logger.removeHandler(caplog.handler)
-    assert [record.getMessage() for record in caplog.records] == [  # once, not at every evaluation
+    assert [record.getMessage() for record in caplog.records] == [  # once per task class, not at every evaluation
         "warning: no evaluation samples in TensorBoard: PairedTranslationTask's val_step returns no \"fake\" image "
-        "(N x 3 x H x W, floats in [0, 1]) to draw, and the task defines no visualize / save_visuals of its own"]
+        "(N x 3 x H x W, floats in [0, 1]) to draw, and the task defines no visualize / save_visuals of its own",
+        "warning: no evaluation samples in TensorBoard: PlainTask defines no visualize(batch, outputs, max_images)"]
     with pytest.raises(ConfigError, match=r"^Task does not say which networks it runs: it defines no network_examples"):
         Task().network_examples(64, 64)
+
+
+class PlainTask(Task):
+    """A task of the user's straight from `Task`, without pictures of its own."""
+
+
+def test_the_pictures_join_the_images_val_step_returns(guide, tmp_path):
+    """A row per sample: input | fake | real where given; a grey input widened to RGB; an input of
+    another size (a label map, a smaller condition) left out; named after the sample's index."""
+    fake, real = torch.rand(2, 3, 8, 8), torch.rand(2, 3, 8, 8)
+    grey = torch.rand(2, 1, 8, 8)
+    rows = guide_task().visualize({}, {"input": grey, "fake": fake, "real": real}, 1)["samples"]
+    assert torch.equal(rows, torch.cat([grey[0].expand(3, -1, -1), fake[0], real[0]], dim=2))
+    rows = guide_task().visualize({}, {"input": torch.rand(2, 3, 4, 4), "fake": fake}, 2)["samples"]
+    assert torch.equal(rows, torch.cat([fake[0], fake[1]], dim=1))
+    guide_task().save_visuals({"index": torch.tensor([7, 9])}, {"fake": fake, "real": real}, tmp_path)
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["000007.png", "000009.png"]
+    assert cv2.imread(str(tmp_path / "000009.png")).shape == (8, 16, 3)
 
 
 def test_show_dir_left_empty_by_a_tasks_save_visuals_is_an_error(guide, tmp_path, monkeypatch):

@@ -93,7 +93,7 @@ class Task(nn.Module):
         raise NotImplementedError
 
     def visualize(self, batch: dict, outputs: dict, max_images: int) -> dict:
-        return {}
+        return derived.no_samples(self, f"{type(self).__name__} defines no visualize(batch, outputs, max_images)")
 
     def diagnose(self, logged: dict[str, float]) -> list[str]:
         """Warnings read from the logs averaged over a log interval (e.g. a GAN's collapse)."""

@@ -69,9 +69,14 @@ def sample_rows(task: nn.Module, outputs: dict, max_images: int) -> dict:
     panels = generator_panels(outputs)
     if panels is not None:
         return {"samples": stack_rows(panels, max_images)}
+    return no_samples(task, no_pictures(task))
+
+
+def no_samples(task: nn.Module, reason: str) -> dict:
+    """No TensorBoard samples: {} and, the first time for this task class, a warning saying why."""
     if type(task).__name__ not in _WARNED_NO_SAMPLES:
         _WARNED_NO_SAMPLES.add(type(task).__name__)
-        logger.warning(f"warning: no evaluation samples in TensorBoard: {no_pictures(task)}")
+        logger.warning(f"warning: no evaluation samples in TensorBoard: {reason}")
     return {}
 
 
