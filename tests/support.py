@@ -4,6 +4,7 @@ import importlib.util
 import io
 import multiprocessing
 import os
+import re
 import runpy
 import subprocess
 import sys
@@ -19,6 +20,14 @@ def run_tool(tool: str, *args, cwd=REPO, timeout=600) -> subprocess.CompletedPro
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
     return subprocess.run([sys.executable, str(REPO / "tools" / f"{tool}.py"), *map(str, args)],
                           cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def code_blocks(page: str, language: str, section: str | None = None) -> list[str]:
+    """The fenced `language` blocks of docs/`page` (of its `## section` only, when given), in order."""
+    text = (REPO / "docs" / page).read_text()
+    if section:
+        text = text.split(f"\n## {section}\n", 1)[1].split("\n## ", 1)[0]
+    return re.findall(rf"```{language}\n(.*?)```", text, re.S)
 
 
 def named(name: str):

@@ -3,7 +3,6 @@
 
 import importlib.util
 import json
-import re
 import subprocess
 import sys
 
@@ -12,7 +11,7 @@ import numpy as np
 import pytest
 import yaml
 
-from support import REPO, call_tool, run_tool
+from support import REPO, call_tool, code_blocks, run_tool
 
 DOCS = REPO / "docs"
 TINY_RUN = ["device=cpu", "train.max_iters=2", "train.val_interval=2", "train.ckpt_interval=2", "train.log_interval=1"]
@@ -23,13 +22,6 @@ def generator():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
-
-
-def code_blocks(page: str, language: str, section: str | None = None) -> list[str]:
-    text = (DOCS / page).read_text()
-    if section:
-        text = text.split(f"\n## {section}\n", 1)[1].split("\n## ", 1)[0]
-    return re.findall(rf"```{language}\n(.*?)```", text, re.S)
 
 
 def test_config_reference_is_generated_from_the_schema_and_fresh():
@@ -63,7 +55,7 @@ def test_the_extending_page_trains_as_written(tmp_path):
     a hook and a task of the user's, trained in a new process as a user would."""
     python = [block for block in code_blocks("extending.md", "python") if "    ...\n" not in block]
     (tmp_path / "my_modules.py").write_text("\n\n".join(python))
-    config = code_blocks("extending.md", "yaml")[-1].replace("configs/segmentation/", f"{REPO}/configs/segmentation/")
+    config = code_blocks("extending.md", "yaml", "The config")[0].replace("configs/segmentation/", f"{REPO}/configs/segmentation/")
     (tmp_path / "my.yaml").write_text(config)
     result = run_tool("train", "--config", tmp_path / "my.yaml", "--work-dir", tmp_path / "run", *TINY_RUN)
     assert result.returncode == 0, result.stderr[-3000:]

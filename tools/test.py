@@ -90,6 +90,7 @@ def main(args: argparse.Namespace) -> None:
             task.save_visuals(batch, outputs, args.show_dir)
 
     startup_done()
+    before = show_dir_files(args.show_dir)
     results = evaluate(task, loader, metrics, device, on_batch=save)
     print(format_table(results))
     Path(work_dir).mkdir(parents=True, exist_ok=True)
@@ -98,6 +99,15 @@ def main(args: argparse.Namespace) -> None:
               **json_safe(results)}
     out.write_text(json.dumps(record, indent=2) + "\n")
     print(f"metrics written to {out}")
+    if args.show_dir and show_dir_files(args.show_dir) == before:  # a task's save_visuals that writes nothing
+        raise ConfigError(f"--show-dir {args.show_dir}: {type(task).__name__}'s save_visuals wrote no file there")
+
+
+def show_dir_files(folder: str | None) -> dict[Path, int]:
+    """{file: its modification time} under `folder` (compared before and after: was anything written?)."""
+    if not folder or not Path(folder).is_dir():
+        return {}
+    return {path: path.stat().st_mtime_ns for path in Path(folder).rglob("*") if path.is_file()}
 
 
 if __name__ == "__main__":

@@ -10,8 +10,12 @@ A Task is an nn.Module holding its networks (and losses). The engine calls only:
     train_step(batch, optim) -> dict of detached scalar tensors to log (`loss`, `loss_ce`, ...)
     val_step(batch)          -> outputs that the run's metrics read (e.g. pred, target)
     visualize(batch, outputs, max_images) -> {tag: 3xHxW float image in [0, 1]} for TensorBoard
-    save_visuals(batch, outputs, folder)  -> writes viewable images (tools/test.py --show-dir)
-    diagnose(logged)         -> warnings from the logs averaged over a log interval (default none)
+    save_visuals(batch, outputs, folder)  -> writes viewable images (tools/test.py --show-dir;
+                             default: refused, naming the task; a GeneratorTask's default draws
+                             what val_step returns)
+    diagnose(logged)         -> warnings from the logs averaged over a log interval (default: its
+                             Adversary parts' D-wins / collapse checks)
+    uses_double_backward     a loss differentiates a gradient (derived from its Adversary parts)
     networks()               -> {name: module} trained by the optimizers (each DDP-wrapped apart)
     required_optimizers      names the task passes to optim.update (checked when optimizers are built)
     rank_state_dict() / load_rank_state_dict(state)
@@ -43,6 +47,7 @@ from torch import nn
 
 from framework.dist import unwrap
 from framework.errors import ConfigError
+from framework.tasks import derived
 
 
 class UpdatesNetworks(Protocol):
@@ -61,7 +66,6 @@ class UpdatesNetworks(Protocol):
 
 class Task(nn.Module):
     required_optimizers: tuple[str, ...] = ()
-    uses_double_backward = False  # a loss differentiates a gradient (R1, WGAN-GP): no SyncBatchNorm
 
     def __init__(self):
         super().__init__()
@@ -79,18 +83,24 @@ class Task(nn.Module):
     def train_step(self, batch: dict, optim: UpdatesNetworks) -> dict:
         raise NotImplementedError
 
+    @property
+    def uses_double_backward(self) -> bool:
+        """A loss differentiates a gradient (WGAN-GP, R1): the start-up check keeps gradients, and
+        SyncBatchNorm (no double backward) is refused. Derived from the task's Adversary parts."""
+        return derived.uses_double_backward(self)
+
     def val_step(self, batch: dict) -> dict:
         raise NotImplementedError
 
     def visualize(self, batch: dict, outputs: dict, max_images: int) -> dict:
-        return {}
+        return derived.no_samples(self, f"{type(self).__name__} defines no visualize(batch, outputs, max_images)")
 
     def diagnose(self, logged: dict[str, float]) -> list[str]:
         """Warnings read from the logs averaged over a log interval (e.g. a GAN's collapse)."""
-        return []
+        return derived.adversary_warnings(self, logged)
 
     def save_visuals(self, batch: dict, outputs: dict, folder) -> None:
-        pass
+        raise ConfigError(f"--show-dir: {type(self).__name__} writes no pictures (it defines no save_visuals)")
 
     def rank_state_dict(self) -> dict:
         """This process's own state, not shared by the ranks (unlike the networks'); {}: none."""
@@ -101,7 +111,8 @@ class Task(nn.Module):
 
     def network_examples(self, height: int, width: int) -> dict[str, tuple[nn.Module, tuple]]:
         """{name: (network, its example inputs of batch 1)} for an image of height x width."""
-        raise NotImplementedError(f"{type(self).__name__} does not say which networks it runs (network_examples)")
+        raise ConfigError(f"{type(self).__name__} does not say which networks it runs: it defines no "
+                          "network_examples(height, width) -> {name: (network, example inputs)}")
 
     def deployable(self, direction: str | None = None) -> tuple[nn.Module, str, int]:
         """(module to export, its input kind "image" or "noise", the size divisor of an image input
@@ -237,6 +248,14 @@ class GeneratorTask(Task):
 
     def generator_for(self, direction: str | None = None) -> nn.Module:
         raise NotImplementedError
+
+    def visualize(self, batch: dict, outputs: dict, max_images: int) -> dict:
+        """A row per sample of val_step's "input" | "fake" | "real" images (those it returns)."""
+        return derived.sample_rows(self, outputs, max_images)
+
+    def save_visuals(self, batch: dict, outputs: dict, folder) -> None:
+        """<name>.png per sample: val_step's "input" | "fake" | "real" images side by side."""
+        derived.write_pictures(self, batch, outputs, folder)
 
     def check_direction(self, direction: str | None) -> str | None:
         """`direction` if this task has a generator of that name (None for a one-generator task),

@@ -127,10 +127,6 @@ class CycleGANTask(GeneratorTask):
         self.pool_a = ImagePool(pool_size, (4 * base + 1) % 2**63)
         self.pool_b = ImagePool(pool_size, (4 * base + 2) % 2**63)
 
-    @property
-    def uses_double_backward(self) -> bool:
-        return self.adversary_a.uses_double_backward
-
     # ------------------------------------------------------------------ training
 
     def train_step(self, batch: dict, optim) -> dict:
@@ -182,9 +178,6 @@ class CycleGANTask(GeneratorTask):
             terms["loss_idt_a"] = weight * F.l1_loss(self.generator_ba(a), a)
             terms["loss_idt_b"] = weight * F.l1_loss(self.generator_ab(b), b)
         return update_with(optim, "generators", terms, "loss_g"), fake_a.detach(), fake_b.detach()
-
-    def diagnose(self, logged: dict[str, float]) -> list[str]:
-        return self.adversary_a.diagnose(logged) + self.adversary_b.diagnose(logged)
 
     # ------------------------------------------------------------------ state
 

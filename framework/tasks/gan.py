@@ -119,10 +119,6 @@ class GANTask(GeneratorTask):
         return None if self.latent_dim is None else (self.latent_dim, 1, 1)
 
     @property
-    def uses_double_backward(self) -> bool:
-        return self.adversary.uses_double_backward
-
-    @property
     def generator_ema(self) -> nn.Module:
         """The generator's moving average (ema_decay set)."""
         return self.ema["generator"]
@@ -174,9 +170,6 @@ class GANTask(GeneratorTask):
         if self.perceptual is not None:
             terms["loss_g_vgg"] = self.perceptual(fake, real)
         return update_with(optim, "generator", terms, "loss_g")
-
-    def diagnose(self, logged: dict[str, float]) -> list[str]:
-        return self.adversary.diagnose(logged)
 
     def upgrade_state_dict(self, state: dict) -> None:
         """0.3.0 kept the D-step count in a buffer `d_steps`, the DiffAugment as `d_augment` and

@@ -107,10 +107,6 @@ class SemanticSynthesisTask(GeneratorTask):
         return (noise_dim,) if noise_dim else None
 
     @property
-    def uses_double_backward(self) -> bool:
-        return self.adversary.uses_double_backward
-
-    @property
     def judges_pairs(self) -> bool:
         """D sees [one-hot, image] (a loss that does not read labels), else the image alone."""
         return not self.adversary.loss.reads_labels
@@ -192,9 +188,6 @@ class SemanticSynthesisTask(GeneratorTask):
         if self.mode_seeking_weight:
             terms["loss_g_ms"] = self.mode_seeking_weight * mode_seeking_loss(*fakes, *noise.chunk(2))
         return update_with(optim, "generator", terms, "loss_g")
-
-    def diagnose(self, logged: dict[str, float]) -> list[str]:
-        return self.adversary.diagnose(logged)
 
     # ------------------------------------------------------------------ the GeneratorTask interface
 

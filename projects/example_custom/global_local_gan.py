@@ -5,8 +5,9 @@ translation judged by two discriminators, one on the whole image and one on a ra
 Only what is this task's own is written here: its networks, its generator terms (the two
 adversarial terms and L1) and its phase order (both D updates in one step, then the G step). The
 Adversary parts (framework/tasks/adversary.py) do the adversarial losses, DiffAugment, R1 and the
-health checks; the EMA part follows the generator; the GeneratorTask interface tells
-tools/infer.py, export.py, analyze_model.py and test.py which generator to run and what it takes.
+health checks (`Task.diagnose` asks them); the EMA part follows the generator; the GeneratorTask
+interface tells tools/infer.py, export.py, analyze_model.py and test.py which generator to run and
+what it takes, and draws the pictures from what `val_step` returns.
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ from framework.registry import TASKS
 from framework.tasks.adversary import Adversary, check_weight
 from framework.tasks.base import GeneratorTask, average_logs, micro_step, update_with
 from framework.tasks.ema import EMA
-from framework.visualization.panels import side_by_side, stack_rows, write_named_pngs
 
 
 @TASKS.register()
@@ -51,10 +51,6 @@ class GlobalLocalGANTask(GeneratorTask):
         self.local_adversary = Adversary(**settings, suffix="_local")
         self.crop, self.l1_weight = crop, check_weight("l1_weight", l1_weight)
         self.ema = EMA({"generator": generator}, ema_decay, ema_start) if ema_decay is not None else None
-
-    @property
-    def uses_double_backward(self) -> bool:
-        return self.global_adversary.uses_double_backward
 
     def window(self, *images: torch.Tensor) -> list[torch.Tensor]:
         """The same random crop x crop window of each image (drawn from the global generator, so resume replays it)."""
@@ -98,9 +94,6 @@ class GlobalLocalGANTask(GeneratorTask):
     def train_step(self, batch: dict, optim) -> dict:
         return self.train_iteration([batch], optim)
 
-    def diagnose(self, logged: dict[str, float]) -> list[str]:
-        return self.global_adversary.diagnose(logged) + self.local_adversary.diagnose(logged)
-
     def generator_for(self, direction: str | None = None) -> nn.Module:
         self.check_direction(direction)
         return self.ema["generator"] if self.ema is not None else unwrap(self.generator)
@@ -116,9 +109,3 @@ class GlobalLocalGANTask(GeneratorTask):
     def val_step(self, batch: dict) -> dict:
         condition, real = to_signed(batch["input"]), to_signed(batch["target"])
         return {"fake": to_unit(self.generator_for()(condition)), "real": to_unit(real), "input": to_unit(condition)}
-
-    def visualize(self, batch: dict, outputs: dict, max_images: int) -> dict:
-        return {"samples": stack_rows(side_by_side(outputs["input"], outputs["fake"], outputs["real"]), max_images)}
-
-    def save_visuals(self, batch: dict, outputs: dict, folder) -> None:
-        write_named_pngs(folder, batch["name"], side_by_side(outputs["input"], outputs["fake"], outputs["real"]))
