@@ -20,6 +20,7 @@ from __future__ import annotations
 from torch import nn
 
 from framework.errors import ConfigError
+from framework.models import weight_init  # noqa: F401  (its registry hook first: init, then spectral norm)
 from framework.registry import MODELS
 
 NORMALISED_LAYERS = (nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.ConvTranspose1d, nn.ConvTranspose2d,
