@@ -30,6 +30,12 @@ REFERENCE_COUNTS = {
     "pix2pix_patchgan": 2_768_705,
     "pix2pixhd_global": 182_546_755,
     "deeplabv3_resnet50": 42_004_074,
+    "spade_generator_ade20k": 96_492_483,
+    "spade_generator_cityscapes": 93_048_003,
+    "spade_discriminator_ade20k": 5_836_930,
+    "oasis_generator_ade20k": 74_314_691,
+    "oasis_generator_cityscapes": 71_107_523,
+    "oasis_discriminator_ade20k": 22_258_904,
 }
 
 
