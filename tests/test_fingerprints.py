@@ -83,3 +83,9 @@ def test_fingerprint_catches_a_changed_layout():
     network = built_on_meta(node)
     assert sum(p.numel() for p in network.parameters()) == REFERENCE_COUNTS["pix2pix_unet_256"] + 64 + 512
     assert shape_multiset(network) != Counter(fingerprint("pix2pix_unet_256")["shapes"])
+
+
+def test_fingerprint_counts_are_the_ones_the_docs_list():
+    page = (Path(__file__).parents[1] / "docs" / "models.md").read_text()
+    for name in NAMES:
+        assert f"| {fingerprint(name)['parameters']:,} |" in page, f"docs/models.md lacks {name}'s count"
