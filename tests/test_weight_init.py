@@ -81,3 +81,16 @@ def test_weight_init_comes_before_spectral_norm():
 def test_weight_init_mistakes_name_the_key(value, message):
     with pytest.raises(ConfigError, match=message):
         MODELS.build(dict(D_NODE, weight_init=value), path="task.model")
+
+
+def test_weight_init_restarts_the_power_iteration_of_a_networks_own_spectral_norm():
+    # SPADEGenerator applies spectral norm in its constructor, before the key is applied
+    torch.manual_seed(0)
+    network = MODELS.build({"type": "SPADEGenerator", "num_classes": 3, "image_size": 8, "base_channels": 4,
+                            "num_up_layers": 1, "noise_dim": 0, "spade_hidden": 4, "spectral_norm": True,
+                            "weight_init": {"scheme": "normal", "gain": 3.0}})
+    network.eval()
+    conv = network.blocks[0].conv_0
+    assert conv.parametrizations.weight.original.std().item() == pytest.approx(3.0, rel=0.1)
+    sigma = torch.linalg.matrix_norm(conv.weight.flatten(1), ord=2).item()
+    assert sigma == pytest.approx(1.0, rel=0.1)

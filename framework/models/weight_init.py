@@ -19,13 +19,16 @@ Not the `init:` key (framework/engine/pretrained.py), which loads pretrained wei
 network after this: a node may have both (a scheme for what the file does not cover).
 
 The key is applied before `spectral_norm` (that module imports this one, so this registry hook
-comes first): spectral norm's power iteration must start from the final weights.
+comes first): spectral norm's power iteration must start from the final weights. Where a network
+applied spectral norm itself, the drawn weight is the parametrisation's original and its power
+iteration is run again.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
+import torch
 from torch import nn
 from torch.nn.utils import parametrize
 
@@ -48,6 +51,7 @@ def initialise_weights_(network: nn.Module, scheme: str, gain: float = DEFAULT_G
     for layer in network.modules():
         if isinstance(layer, INITIALISED_LAYERS):
             _draw(_weight_of(layer), scheme, gain)
+            _restart_power_iteration(layer)
             if layer.bias is not None:
                 nn.init.zeros_(layer.bias)
         elif isinstance(layer, nn.modules.batchnorm._BatchNorm) and layer.weight is not None:
@@ -62,6 +66,23 @@ def _weight_of(layer: nn.Module):
     if parametrize.is_parametrized(layer, "weight"):
         return layer.parametrizations.weight.original
     return layer.weight
+
+
+# As many power iterations as torch's spectral_norm runs when it is applied.
+POWER_ITERATIONS_AT_START = 15
+
+
+@torch.no_grad()
+def _restart_power_iteration(layer: nn.Module) -> None:
+    """A network that applies spectral norm itself (SPADEGenerator, OASISDiscriminator) has run the
+    power iteration on the weights its constructor drew: run it again on the new ones, so that the
+    first forward (an evaluation at iteration 0 too) divides by their largest singular value."""
+    if not parametrize.is_parametrized(layer, "weight"):
+        return
+    for parametrisation in layer.parametrizations.weight:
+        if hasattr(parametrisation, "_power_method") and hasattr(parametrisation, "_u"):
+            matrix = parametrisation._reshape_weight_to_matrix(layer.parametrizations.weight.original)
+            parametrisation._power_method(matrix, POWER_ITERATIONS_AT_START)
 
 
 def _draw(weight, scheme: str, gain: float) -> None:
