@@ -86,3 +86,10 @@ def test_unet_256_official_biases():
     assert MODELS.build(node).downs[0][0].bias is not None  # the framework default is unchanged
     dropouts = [i for i, up in enumerate(official.ups) if any(isinstance(m, nn.Dropout) for m in up)]
     assert dropouts == [1, 2, 3]  # the three 8 ngf decoder blocks below the innermost
+
+
+def test_spectral_norm_key_normalises_each_conv_once():
+    d = MODELS.build({"type": "MultiScaleDiscriminator", "in_channels": 3, "num_scales": 1, "base_channels": 4,
+                      "norm": "spectralinstance", "padding": 2, "spectral_norm": True})
+    convs = [block[0] for block in d.scales[0].blocks] + [d.scales[0].head]
+    assert [len(c.parametrizations.weight) for c in convs] == [1, 1, 1, 1, 1]

@@ -68,8 +68,8 @@ class MultiScaleDiscriminator(nn.Module):
     `spectralinstance`; `padding` of every 4x4 conv (pix2pixHD's 1, SPADE's 2).
 
     SPADE's discriminator: `norm: spectralinstance, padding: 2, num_layers: 3, num_scales: 2`
-    (SPADE's n_layers_D 4 counts the first conv, which `num_layers` does not). Not with the
-    `spectral_norm: true` key, which would normalise the inner convs twice."""
+    (SPADE's n_layers_D 4 counts the first conv, which `num_layers` does not). The
+    `spectral_norm: true` key adds it to the first and last conv (each conv is normalised once)."""
 
     def __init__(self, in_channels: int = 6, num_scales: int = 3, base_channels: int = 64, num_layers: int = 3,
                  norm: str = "in", padding: int = 1):
