@@ -10,6 +10,7 @@ that a re-derivation that drifts fails too. `pytest -k fingerprint` runs this fi
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 from collections import Counter
@@ -22,6 +23,7 @@ import projects.pix2pix  # noqa: F401  (registers UNetGenerator, ResnetGenerator
 from framework.registry import MODELS
 
 FINGERPRINTS = Path(__file__).parent / "data" / "fingerprints"
+SCRIPTS = Path(__file__).parent / "scripts"
 
 REFERENCE_COUNTS = {
     "cyclegan_resnet_9blocks": 11_378_179,
@@ -89,3 +91,11 @@ def test_fingerprint_counts_are_the_ones_the_docs_list():
     page = (Path(__file__).parents[1] / "docs" / "models.md").read_text()
     for name in NAMES:
         assert f"| {fingerprint(name)['parameters']:,} |" in page, f"docs/models.md lacks {name}'s count"
+
+
+def test_fingerprint_files_are_what_the_derivation_writes():
+    spec = importlib.util.spec_from_file_location("derive_fingerprints", SCRIPTS / "derive_fingerprints.py")
+    derivation = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(derivation)
+    written = {path.name: path.read_text() for path in FINGERPRINTS.glob("*.json")}
+    assert derivation.rendered() == written, "run python tests/scripts/derive_fingerprints.py and review the diff"

@@ -235,14 +235,22 @@ def shape_key(shape: tuple[int, ...]) -> str:
     return "x".join(map(str, shape))
 
 
-def main() -> None:
-    OUT.mkdir(parents=True, exist_ok=True)
+def rendered() -> dict[str, str]:
+    """{file name: its JSON text}, as main writes them."""
+    files = {}
     for name, entry in fingerprints().items():
         shapes = entry.pop("shapes")
         entry["parameters"] = sum(math.prod(s) for s in shapes)
         entry["shapes"] = dict(sorted(Counter(map(shape_key, shapes)).items()))
-        (OUT / f"{name}.json").write_text(json.dumps(entry, indent=1) + "\n")
-        print(f"{name}: {entry['parameters']:,} parameters", file=sys.stderr)
+        files[f"{name}.json"] = json.dumps(entry, indent=1) + "\n"
+    return files
+
+
+def main() -> None:
+    OUT.mkdir(parents=True, exist_ok=True)
+    for file_name, text in rendered().items():
+        (OUT / file_name).write_text(text)
+        print(f"{file_name}: {json.loads(text)['parameters']:,} parameters", file=sys.stderr)
 
 
 if __name__ == "__main__":
