@@ -122,7 +122,7 @@ def block_plan(layout: str, num_up_layers: int | None, num_upsampling_layers: st
                base_channels: int) -> tuple[int, list[tuple[int, int]], tuple[bool, ...]]:
     """(x2 upsamplings, each block's (in, out) channels, whether a x2 upsampling follows each block).
 
-    oasis: num_up_layers + 1 blocks (5 by default), an upsampling after all but the last; block i
+    oasis: num_up_layers + 1 blocks (num_up_layers 5 by default), an upsampling after all but the last; block i
     outputs base_channels * min(16, 2**(num_up_layers - i)). spade (SPADE's generator): a head and
     two middle blocks at 16 x base_channels, then up blocks halving it down to 1 x (a fifth, to
     1/2 x, with num_upsampling_layers `most`); an upsampling after the head, the second middle
