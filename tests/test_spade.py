@@ -210,8 +210,9 @@ def test_the_defaults_are_oasis_like_and_the_counts_are_bounded():
     assert {k: parameters[k].default for k in ("contain_dontcare_label", "image_size", "base_channels",
                                                "num_up_layers", "noise_dim", "spectral_norm", "out_channels",
                                                "spade_hidden", "param_free_norm")} == {
-        "contain_dontcare_label": False, "image_size": 256, "base_channels": 64, "num_up_layers": 5,
+        "contain_dontcare_label": False, "image_size": 256, "base_channels": 64, "num_up_layers": None,
         "noise_dim": 64, "spectral_norm": True, "out_channels": 3, "spade_hidden": 128, "param_free_norm": "batch"}
+    assert SPADEGenerator(num_classes=2, base_channels=1, spade_hidden=1).num_up_layers == 5  # None: OASIS's 5
     assert inspect.signature(SPADEResBlock).parameters["hidden"].default == 128
     one_class = SPADEGenerator(num_classes=1, image_size=4, base_channels=2, num_up_layers=0, noise_dim=0,
                                spectral_norm=False, spade_hidden=4)  # depth 0: one block at the image size

@@ -6,11 +6,12 @@
 - `SPADEResBlock`: two SPADE -> LeakyReLU(0.2) -> 3x3 conv steps; a learned 1x1 shortcut with
   its own SPADE when the channel count changes; spectral norm optional on those convs (as
   SPADE's code: never on the SPADE convs themselves).
-- `SPADEGenerator`: OASIS's generator. Its input is the one-hot label map (`one_hot_labels`)
-  and a noise vector per image, broadcast over the pixels and concatenated to the label map
-  (OASIS's 3D noise): that stack conditions every SPADE and, resized to the start size, feeds
-  the first conv (no VAE encoder as in SPADE). `num_up_layers` x2 upsamplings follow, so
-  image sides must be divisible by 2**num_up_layers. Output: tanh, in [-1, 1].
+- `SPADEGenerator`: OASIS's generator, or SPADE's with `layout: spade`. Its input is the one-hot
+  label map (`one_hot_labels`) and a noise vector per image, broadcast over the pixels and
+  concatenated to the label map (OASIS's 3D noise; `noise_dim: 0` for SPADE): that stack
+  conditions every SPADE and, resized to the start size, feeds the first conv (no VAE encoder
+  as in SPADE). `num_up_layers` x2 upsamplings follow, so image sides must be divisible by
+  2**num_up_layers. Output: tanh, in [-1, 1].
 """
 
 from __future__ import annotations
@@ -27,6 +28,9 @@ from framework.registry import MODELS
 PARAM_FREE_NORMS = ("batch", "instance")
 # The widest layer is 16 x base_channels, as in SPADE's and OASIS's generators (16ch at the start).
 MAX_WIDTH_MULTIPLIER = 16
+LAYOUTS = ("oasis", "spade")
+# SPADE's num_upsampling_layers -> how many x2 upsamplings its generator makes
+SPADE_UPSAMPLINGS = {"normal": 5, "more": 6, "most": 7}
 
 
 def one_hot_labels(labels: torch.Tensor, num_classes: int, ignore_index: int = 255,
@@ -114,24 +118,60 @@ def start_size(image_size: int | Sequence[int], num_up_layers: int) -> tuple[int
     return height // factor, width // factor
 
 
+def block_plan(layout: str, num_up_layers: int | None, num_upsampling_layers: str,
+               base_channels: int) -> tuple[int, list[tuple[int, int]], tuple[bool, ...]]:
+    """(x2 upsamplings, each block's (in, out) channels, whether a x2 upsampling follows each block).
+
+    oasis: num_up_layers + 1 blocks (num_up_layers 5 by default), an upsampling after all but the last; block i
+    outputs base_channels * min(16, 2**(num_up_layers - i)). spade (SPADE's generator): a head and
+    two middle blocks at 16 x base_channels, then up blocks halving it down to 1 x (a fifth, to
+    1/2 x, with num_upsampling_layers `most`); an upsampling after the head, the second middle
+    block and every up block but the last, plus after the first middle block with `more` and
+    `most`, and after the fourth up block with `most`: 5, 6 or 7 in all.
+    """
+    if layout not in LAYOUTS:
+        raise ValueError(f"unknown layout {layout!r}; choose one of {', '.join(map(repr, LAYOUTS))}")
+    if layout == "oasis":
+        ups = 5 if num_up_layers is None else num_up_layers
+        widths = [base_channels * min(MAX_WIDTH_MULTIPLIER, 2 ** (ups - i)) for i in range(ups + 1)]
+        return ups, [(widths[max(i - 1, 0)], widths[i]) for i in range(ups + 1)], (True,) * ups + (False,)
+    if num_upsampling_layers not in SPADE_UPSAMPLINGS:
+        raise ValueError(f"unknown num_upsampling_layers {num_upsampling_layers!r}; choose one of "
+                         f"{', '.join(map(repr, SPADE_UPSAMPLINGS))}")
+    ups = SPADE_UPSAMPLINGS[num_upsampling_layers]
+    if num_up_layers is not None and num_up_layers != ups:
+        raise ValueError(f"layout spade with num_upsampling_layers {num_upsampling_layers!r} makes {ups} "
+                         f"upsamplings, not num_up_layers {num_up_layers}; leave num_up_layers out")
+    most = num_upsampling_layers == "most"
+    multipliers = [16, 16, 16, 16, 8, 4, 2, 1] + ([0.5] if most else [])
+    channels = [(int(base_channels * a), int(base_channels * b)) for a, b in zip(multipliers, multipliers[1:])]
+    upsample_after = (True, ups > 5, True, True, True, True) + ((True, False) if most else (False,))
+    return ups, channels, upsample_after
+
+
 @MODELS.register()
 class SPADEGenerator(nn.Module):
-    """OASIS's generator: label map (+ 3D noise) -> image in [-1, 1].
+    """OASIS's generator (`layout: oasis`) or SPADE's (`layout: spade`): label map (+ 3D noise) ->
+    image in [-1, 1].
 
     forward(labels, noise=None): labels N x C x H x W float one-hot (C = num_classes, + 1 with
     contain_dontcare_label: `one_hot_labels`), noise N x noise_dim (None when noise_dim is 0).
-    num_up_layers + 1 SPADE residual blocks, a 2x nearest upsampling between consecutive ones;
-    block i outputs base_channels * min(16, 2**(num_up_layers - i)) channels.
+    SPADE residual blocks with 2x nearest upsamplings between them, as `block_plan` lays them out:
+    oasis takes `num_up_layers` (default 5), spade `num_upsampling_layers` (normal / more / most:
+    5 / 6 / 7 upsamplings; SPADE has no noise: noise_dim 0).
     """
 
     def __init__(self, num_classes: int, contain_dontcare_label: bool = False, image_size: int | Sequence[int] = 256,
-                 base_channels: int = 64, num_up_layers: int = 5, noise_dim: int = 64, spectral_norm: bool = True,
-                 out_channels: int = 3, spade_hidden: int = 128, param_free_norm: str = "batch"):
+                 base_channels: int = 64, num_up_layers: int | None = None, noise_dim: int = 64,
+                 spectral_norm: bool = True, out_channels: int = 3, spade_hidden: int = 128,
+                 param_free_norm: str = "batch", layout: str = "oasis", num_upsampling_layers: str = "normal"):
         super().__init__()
         if num_classes < 1:
             raise ValueError(f"num_classes must be >= 1, got {num_classes}")
         if noise_dim < 0:
             raise ValueError(f"noise_dim must be >= 0 (0: no noise), got {noise_dim}")
+        num_up_layers, channels, self.upsample_after = block_plan(layout, num_up_layers, num_upsampling_layers,
+                                                                  base_channels)
         self.start_height, self.start_width = start_size(image_size, num_up_layers)
         self.num_up_layers = num_up_layers
         self.size_divisor = 2**num_up_layers  # what a label map's sides must be multiples of (inference pads to it)
@@ -142,12 +182,11 @@ class SPADEGenerator(nn.Module):
         self.label_channels = num_classes + int(self.contain_dontcare_label)
         self.noise_dim = noise_dim
         conditioning = self.label_channels + noise_dim
-        widths = [base_channels * min(MAX_WIDTH_MULTIPLIER, 2 ** (num_up_layers - i)) for i in range(num_up_layers + 1)]
-        self.first = nn.Conv2d(conditioning, widths[0], 3, padding=1)
+        self.first = nn.Conv2d(conditioning, channels[0][0], 3, padding=1)
         self.blocks = nn.ModuleList(
-            SPADEResBlock(widths[max(i - 1, 0)], widths[i], conditioning, spectral_norm, spade_hidden, param_free_norm)
-            for i in range(num_up_layers + 1))
-        self.to_image = nn.Conv2d(widths[-1], out_channels, 3, padding=1)
+            SPADEResBlock(fin, fout, conditioning, spectral_norm, spade_hidden, param_free_norm)
+            for fin, fout in channels)
+        self.to_image = nn.Conv2d(channels[-1][1], out_channels, 3, padding=1)
 
     def conditioning(self, labels: torch.Tensor, noise: torch.Tensor | None) -> torch.Tensor:
         """The label map with the noise vector broadcast over its pixels and concatenated (3D noise)."""
@@ -170,10 +209,10 @@ class SPADEGenerator(nn.Module):
         # Any label-map size the depth allows (inference may use another size than training's):
         # checked here, then resized by a factor, not to a size, so that a traced export keeps
         # following the input's size (nearest by 1/2**depth picks the same pixels as by size).
-        start_size(tuple(labels.shape[-2:]), len(self.blocks) - 1)
+        start_size(tuple(labels.shape[-2:]), self.num_up_layers)
         x = self.first(F.interpolate(condition, scale_factor=1 / self.size_divisor, mode="nearest"))
-        for i, block in enumerate(self.blocks):
+        for block, upsample in zip(self.blocks, self.upsample_after):
             x = block(x, condition)
-            if i < len(self.blocks) - 1:
+            if upsample:
                 x = F.interpolate(x, scale_factor=2, mode="nearest")
         return torch.tanh(self.to_image(F.leaky_relu(x, 0.2)))

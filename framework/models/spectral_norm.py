@@ -20,6 +20,7 @@ from __future__ import annotations
 from torch import nn
 
 from framework.errors import ConfigError
+from framework.models import weight_init  # noqa: F401  (its registry hook first: init, then spectral norm)
 from framework.registry import MODELS
 
 NORMALISED_LAYERS = (nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.ConvTranspose1d, nn.ConvTranspose2d,
@@ -34,10 +35,19 @@ def apply_spectral_norm(network: nn.Module, n_power_iterations: int = 1) -> nn.M
     if not layers:
         raise ValueError(f"spectral_norm: {type(network).__name__} has no conv or linear layer to normalise")
     for layer in layers:
+        if _spectrally_normalised(layer):  # by the network itself (norm: spectralinstance): once is enough
+            continue
         # Transposed convs keep the output channels on dim 1 of their weight.
         dim = 1 if isinstance(layer, nn.modules.conv._ConvTransposeNd) else 0
         spectral_norm(layer, n_power_iterations=n_power_iterations, dim=dim)
     return network
+
+
+def _spectrally_normalised(layer: nn.Module) -> bool:
+    from torch.nn.utils import parametrize
+
+    return parametrize.is_parametrized(layer, "weight") and any(
+        type(p).__name__ == "_SpectralNorm" for p in layer.parametrizations.weight)
 
 
 def _apply_setting(network: nn.Module, settings: dict, path: str) -> None:
