@@ -51,7 +51,7 @@ def test_export_and_infer_refuse_nan_weights(unet_run, tmp_path):
     infer = call_tool("infer", "--config", unet_run.config, "--checkpoint", nan, "--input", tmp_path / "in",
                       "--output", out)
     for result in (export, infer):
-        one_line_error(result, 2, f"{nan}: the weights are not finite (NaN or inf in model.")
+        one_line_error(result, 2, f"{nan}: the weights are not finite (NaN or inf in task.model.")
     assert not out.exists()
 
 

@@ -92,7 +92,7 @@ def test_test_tool_refuses_a_checkpoint_with_nonfinite_weights(tmp_path):
     result = call_tool("test", "--config", CONFIG, "--checkpoint", tmp_path / "nan.pth", "--work-dir", tmp_path / "t",
                        *TINY_UNET)
     assert result.returncode == 2
-    assert f"nan.pth: the weights are not finite (NaN or inf in {key}" in result.stderr
+    assert f"nan.pth: the weights are not finite (NaN or inf in task.{key}, " in result.stderr
 
 
 @pytest.mark.parametrize("bad", [float("inf"), float("-inf"), float("nan")])

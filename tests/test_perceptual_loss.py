@@ -104,9 +104,9 @@ def test_a_nan_in_a_weights_file_is_named_when_it_is_loaded(tmp_path, suffix):
         save_file(state, str(path))
     with pytest.raises(UserError) as error:
         LOSSES.build({"type": "VGGPerceptualLoss", "arch": "vgg16", "weights": str(path)}, path="task.perceptual")
-    assert str(error.value) == (f"task.perceptual (VGGPerceptualLoss): {path}: features.5.weight holds 1 non-finite "
-                                f"value(s) (NaN or infinity) of 73728: the file is damaged or was saved from a "
-                                "diverged run; use another copy")
+    assert str(error.value) == (f"task.perceptual (VGGPerceptualLoss): {path}: the weights are not finite (NaN or inf "
+                                "in features.5.weight, 1 of 73728 values): the file is damaged or the training that "
+                                "produced it diverged; use another copy")
 
 
 def test_a_file_of_another_network_is_refused(tmp_path):

@@ -96,16 +96,18 @@ def _refuse_non_finite(state: dict, path: Path) -> dict:
         finite = torch.isfinite(tensor)
         if not bool(finite.all()):
             bad = tensor.numel() - int(finite.sum())
-            raise CheckpointError(f"{path}: {key} holds {bad} non-finite value(s) (NaN or infinity) of "
-                                  f"{tensor.numel()}: the file is damaged or was saved from a diverged run; "
-                                  "use another copy")
+            raise CheckpointError(f"{path}: the weights are not finite (NaN or inf in {key}, {bad} of "
+                                  f"{tensor.numel()} values): the file is damaged or the training that produced "
+                                  "it diverged; use another copy")
     return state
 
 
 def _floating_tensors(node, key: str):
     """(key path, tensor) of every floating-point tensor in nested dicts and lists."""
     if isinstance(node, torch.Tensor):
-        if node.is_floating_point() or node.is_complex():
+        if node.is_sparse:  # its stored values; other layouts (quantized, compressed) hold no NaN to check
+            node = node.coalesce().values()
+        if node.layout == torch.strided and not node.is_quantized and (node.is_floating_point() or node.is_complex()):
             yield key, node
     elif isinstance(node, dict):
         for name, value in node.items():
