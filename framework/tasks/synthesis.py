@@ -89,9 +89,6 @@ class SemanticSynthesisTask(GeneratorTask):
         self.labelmix_weight = check_weight("labelmix_weight", labelmix_weight)
         if self.labelmix_weight and not self.adversary.loss.reads_labels:
             raise ValueError("labelmix_weight: LabelMix needs a segmenter discriminator (gan_loss: oasis)")
-        if self.labelmix_weight and d_augment is not None:
-            raise ValueError("labelmix_weight: LabelMix compares D's outputs pixel by pixel, which d_augment's "
-                             "transforms would move apart; use one of them")
         self.mode_seeking_weight = check_weight("mode_seeking_weight", mode_seeking_weight)
         if self.mode_seeking_weight and not unwrap(generator).noise_dim:
             raise ValueError("mode_seeking_weight: the generator has no noise (noise_dim 0), so its two draws of a "
