@@ -150,3 +150,102 @@ def test_fresh_noise_resumes_exactly():
     resumed.train_iteration([batch(2)], sgd(resumed))
     for (name, a), b in zip(straight.state_dict().items(), resumed.state_dict().values()):
         assert torch.equal(a, b), name
+
+
+def ema_task(**options):
+    torch.manual_seed(0)
+    return SemanticSynthesisTask(generator(norm="batch"), patch_discriminator(), CLASSES, ema_decay=0.5,
+                                 **{"ema_bn_batches": 3, **options})
+
+
+def train(task, seeds):
+    for seed in seeds:
+        task.train_iteration([batch(seed)], sgd(task))
+
+
+def statistics(network):
+    return {name: buffer.clone() for name, buffer in network.named_buffers() if "running" in name}
+
+
+def reestimated_by_hand(task, seeds):
+    """OASIS's way on a copy of the EMA generator: statistics reset, momentum None (a cumulative
+    average), BatchNorm in train mode, the last maps through it under no_grad with the refresh's noise."""
+    network = copy.deepcopy(task.ema["generator"]).eval()
+    draw = torch.Generator().manual_seed(task.ema.updates.value)
+    for module in network.modules():
+        if isinstance(module, torch.nn.BatchNorm2d):
+            module.reset_running_stats()
+            module.momentum = None
+            module.train()
+    with torch.no_grad():
+        for seed in seeds:
+            labels = batch(seed)["mask"].long()
+            network(task.one_hot(labels), torch.randn(labels.shape[0], 4, generator=draw))
+    return statistics(network)
+
+
+def test_the_ema_generators_batchnorm_statistics_are_reestimated_before_evaluation_and_saving():
+    task = ema_task()
+    train(task, [1, 2, 3, 4])
+    expected = reestimated_by_hand(task, [2, 3, 4])  # the last ema_bn_batches training batches
+    live = statistics(task.generator)
+    torch.testing.assert_close(statistics(task.ema["generator"]), live)  # what the EMA update copies
+    rng, modes = torch.get_rng_state(), [m.training for m in task.ema["generator"].modules()]
+    generator_for = task.generator_for()
+    assert generator_for is task.ema["generator"]
+    reestimated = statistics(generator_for)
+    for name, value in expected.items():
+        torch.testing.assert_close(reestimated[name], value, rtol=1e-5, atol=1e-6, msg=named(name))
+    assert any(not torch.allclose(reestimated[name], live[name]) for name in live)
+    assert torch.equal(torch.get_rng_state(), rng)  # the training random stream untouched
+    assert [m.training for m in generator_for.modules()] == modes
+    assert all(m.momentum == 0.1 for m in generator_for.modules() if isinstance(m, torch.nn.BatchNorm2d))
+    torch.testing.assert_close(statistics(task.generator), live)  # the live generator untouched
+    # a checkpoint holds what evaluation uses, refreshed before it is written
+    train(task, [5])
+    saved = task.state_dict()
+    for name, value in reestimated_by_hand(task, [3, 4, 5]).items():
+        torch.testing.assert_close(saved[f"ema.generator.{name}"], value, rtol=1e-5, atol=1e-6, msg=named(name))
+    module, _, _ = task.deployable()  # export: the same refreshed network
+    assert module.generator is task.ema["generator"]
+
+
+def test_reestimating_never_changes_training_and_resumes_exactly():
+    """Refreshing after every iteration leaves the trained networks and the random stream as
+    without; a run saved (state, each rank's state, random state) and resumed ends the same."""
+    plain, refreshed = ema_task(), ema_task()
+    torch.manual_seed(7)
+    train(plain, [1, 2, 3, 4])
+    plain_rng = torch.get_rng_state()
+    torch.manual_seed(7)
+    for seed in (1, 2, 3, 4):
+        train(refreshed, [seed])
+        refreshed.generator_for()
+    assert torch.equal(torch.get_rng_state(), plain_rng)
+    for (name, a), b in zip(plain.generator.state_dict().items(), refreshed.generator.state_dict().values()):
+        assert torch.equal(a, b), name
+    for (name, a), b in zip(plain.discriminator.state_dict().items(), refreshed.discriminator.state_dict().values()):
+        assert torch.equal(a, b), name
+    first = ema_task()
+    torch.manual_seed(7)
+    train(first, [1, 2])
+    saved, rank_state, rng = first.state_dict(), copy.deepcopy(first.rank_state_dict()), torch.get_rng_state()
+    assert len(rank_state["ema_bn"]["labels"]) == 2
+    resumed = ema_task()
+    resumed.load_state_dict(saved)
+    resumed.load_rank_state_dict(rank_state)
+    torch.set_rng_state(rng)
+    train(resumed, [3, 4])
+    for (name, a), b in zip(plain.state_dict().items(), resumed.state_dict().values()):
+        assert torch.equal(a, b), name
+
+
+def test_ema_bn_batches_zero_keeps_the_live_statistics_and_a_bad_value_is_one_line():
+    task = ema_task(ema_bn_batches=0)
+    train(task, [1, 2])
+    torch.testing.assert_close(statistics(task.generator_for()), statistics(task.generator))
+    assert task.rank_state_dict() == {}
+    with pytest.raises(ConfigError, match=r"ema_bn_batches must be an integer >= 0 \(0: keep the live generator's "
+                                          r"statistics\), got -1"):
+        TASKS.build({"type": "SemanticSynthesisTask", "generator": generator(), "discriminator": patch_discriminator(),
+                     "num_classes": CLASSES, "ema_decay": 0.9, "ema_bn_batches": -1}, path="task")

@@ -46,6 +46,7 @@ from framework.registry import TASKS
 from framework.tasks.adversary import Adversary, check_segmenter_outputs, check_weight
 from framework.tasks.base import GeneratorTask, average_logs, micro_step, update_with
 from framework.tasks.ema import EMA
+from framework.tasks.ema_batchnorm import BATCHES, EMABatchNorm, check_batches
 from framework.tasks.labels_to_image import LabelsToImage
 from framework.tasks.replay import random_state, replaying
 from framework.visualization.palette import colorize, default_palette
@@ -66,6 +67,9 @@ class SemanticSynthesisTask(GeneratorTask):
     mode_seeking_form  per_sample (a ratio per map, bounded: framework/losses/mode_seeking.py) or batch (MSGAN's)
     fresh_noise_for_g  G's step draws its fakes anew, with new noise (OASIS, SPADE); false: it reuses D's fakes
     ema_decay, ema_start   the generator's moving average (null: none)
+    ema_bn_batches     the EMA generator's BatchNorm statistics re-estimated on the last this many training
+                       batches before it is evaluated, saved or exported (framework/tasks/ema_batchnorm.py); 0: the
+                       live generator's
     """
 
     required_optimizers = ("generator", "discriminator")
@@ -76,7 +80,8 @@ class SemanticSynthesisTask(GeneratorTask):
                  r1_interval: int = 1, d_augment: nn.Module | None = None, feature_matching: nn.Module | None = None,
                  perceptual: nn.Module | None = None, labelmix_weight: float = 0.0,
                  mode_seeking_weight: float = 0.0, mode_seeking_form: str = "per_sample",
-                 fresh_noise_for_g: bool = False, ema_decay: float | None = None, ema_start: int = 0, palette=None):
+                 fresh_noise_for_g: bool = False, ema_decay: float | None = None, ema_start: int = 0,
+                 ema_bn_batches: int = BATCHES, palette=None):
         super().__init__()
         self.generator, self.discriminator = generator, discriminator
         self.adversary = Adversary(gan_loss, d_weight, adv_weight, r1_weight=r1_weight, r1_interval=r1_interval,
@@ -101,6 +106,9 @@ class SemanticSynthesisTask(GeneratorTask):
         self.fresh_noise_for_g = fresh_noise_for_g
         self.perceptual = perceptual
         self.ema = EMA({"generator": generator}, ema_decay, ema_start) if ema_decay is not None else None
+        compact = torch.uint8 if num_classes <= 255 and 0 <= ignore_index <= 255 else torch.int32
+        self.ema_batchnorm = EMABatchNorm(self.ema["generator"], check_batches(ema_bn_batches), compact) \
+            if self.ema is not None else None
         colours = torch.tensor(palette, dtype=torch.uint8) if palette else torch.from_numpy(default_palette(num_classes))
         self.register_buffer("palette", colours, persistent=False)
 
@@ -152,6 +160,8 @@ class SemanticSynthesisTask(GeneratorTask):
                 g_logs.append(self.generator_step(one_hot, labels, real, fakes, noise, optim, floor))
         if self.ema is not None:
             self.ema.update({"generator": self.generator})
+            for batch in batches:
+                self.ema_batchnorm.remember(batch["mask"])
         return {**logs, **average_logs(g_logs)}
 
     def training_noise(self, count: int, device: torch.device) -> torch.Tensor | None:
@@ -220,7 +230,25 @@ class SemanticSynthesisTask(GeneratorTask):
 
     def generator_for(self, direction: str | None = None) -> nn.Module:
         self.check_direction(direction)
-        return self.ema["generator"] if self.ema is not None else unwrap(self.generator)
+        if self.ema is None:
+            return unwrap(self.generator)
+        self.ema_batchnorm.refresh(self.ema["generator"], self.one_hot, self.noise_shape, self.ema.updates.value)
+        return self.ema["generator"]
+
+    def state_dict(self, *args, **kwargs):
+        """With the EMA generator's BatchNorm statistics re-estimated first: a checkpoint holds it as
+        evaluation and export use it (framework/tasks/ema_batchnorm.py)."""
+        if self.ema is not None:
+            self.generator_for()
+        return super().state_dict(*args, **kwargs)
+
+    def rank_state_dict(self) -> dict:
+        state = self.ema_batchnorm.state() if self.ema is not None else {}
+        return {"ema_bn": state} if state else {}
+
+    def load_rank_state_dict(self, state: dict) -> None:
+        if self.ema is not None and "ema_bn" in state:
+            self.ema_batchnorm.load_state(state["ema_bn"], self.palette.device)
 
     def generator_inputs(self, batch: int, height: int, width: int, seed: int = 0) -> tuple[torch.Tensor, ...]:
         """(one-hot map of random classes, noise or nothing)."""
