@@ -249,3 +249,30 @@ def test_ema_bn_batches_zero_keeps_the_live_statistics_and_a_bad_value_is_one_li
                                           r"statistics\), got -1"):
         TASKS.build({"type": "SemanticSynthesisTask", "generator": generator(), "discriminator": patch_discriminator(),
                      "num_classes": CLASSES, "ema_decay": 0.9, "ema_bn_batches": -1}, path="task")
+
+
+def test_a_resumed_run_with_a_batchnorm_ema_ends_bit_identical(tmp_path):
+    """The engine's way: the remembered maps travel in the checkpoint's per-rank state, and the
+    EMA generator's statistics (re-estimated at each save) come out the same after a resume."""
+    import shutil
+
+    from test_resume import assert_same_state
+    from test_synthesis_tools import CONFIGS, SMALL
+
+    from support import call_tool
+
+    options = [option for option in SMALL if "param_free_norm" not in option]  # BatchNorm, the config's own
+    whole, resumed = tmp_path / "whole", tmp_path / "resumed"
+    result = call_tool("train", "--config", CONFIGS["oasis"], "--work-dir", whole, *options)
+    assert result.returncode == 0, result.stderr
+    (resumed / "checkpoints").mkdir(parents=True)
+    shutil.copy(whole / "checkpoints" / "iter_2.pth", resumed / "checkpoints" / "iter_2.pth")
+    (resumed / "checkpoints" / "latest").write_text("iter_2.pth")
+    result = call_tool("train", "--config", CONFIGS["oasis"], "--work-dir", resumed, "--resume", *options)
+    assert result.returncode == 0, result.stderr
+    a, b = (torch.load(d / "checkpoints" / "iter_4.pth", weights_only=True) for d in (whole, resumed))
+    assert len(a["task_by_rank"][0]["ema_bn"]["labels"]) == 4
+    for part in ("task", "optim", "rng", "task_by_rank"):
+        assert_same_state(b[part], a[part], part)
+    live = {key: value for key, value in a["task"].items() if key.startswith("generator.") and "running" in key}
+    assert any(not torch.equal(a["task"][f"ema.{key}"], value) for key, value in live.items())  # re-estimated
