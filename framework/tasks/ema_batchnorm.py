@@ -8,23 +8,25 @@ mean absolute difference on outputs of 0.23 in a toy run, issue 50). OASIS runs 
 over training batches in train mode under no_grad before every FID computation, image and
 checkpoint save.
 
-How, here: the task remembers the label maps of the last `batches` training (micro-)batches
-(`remember`, compact integers on the device). `refresh(network, ...)`, when the EMA moved since the
-last refresh, resets every BatchNorm's running statistics, sets its momentum to None (a cumulative
-average: every remembered batch counts the same) and runs the remembered maps through the EMA
-generator under no_grad with only the BatchNorm modules in train mode (everything else in eval:
-spectral norm's power iteration and dropout stay still), then puts each module's mode and momentum
-back. The noise comes from its own torch.Generator seeded by the EMA's update count.
+How, here: the task remembers what the generator was given in the last `batches` training
+(micro-)batches (`remember`, compact integers on the device: SemanticSynthesisTask the label maps,
+GANTask the input images, or for a generator from noise only the batch size). `refresh(network,
+run, seed)`, when the EMA moved since the last refresh, resets every BatchNorm's running
+statistics, sets its momentum to None (a cumulative average: every remembered batch counts the
+same) and calls `run(remembered, draw)` on each (the task's forward of the EMA generator, its noise
+from `draw`, a torch.Generator seeded by the EMA's update count) under no_grad with only the
+BatchNorm modules in train mode (everything else in eval: spectral norm's power iteration and
+dropout stay still), then puts each module's mode and momentum back.
 
-Where it runs: `SemanticSynthesisTask.generator_for` (evaluation's val_step, export's deployable,
-analyze_model's network_examples) and the task's `state_dict` (checkpoints, the evaluation hook's
+Where it runs: the tasks' `generator_for` (evaluation's val_step, export's deployable,
+analyze_model's network_examples) and their `state_dict` (checkpoints, the evaluation hook's
 finiteness check), so whatever is evaluated, saved or exported holds re-estimated statistics.
 
 Resume stays exact: the refresh draws nothing from the training random stream and touches only the
 EMA copy's buffers, which the next EMA update overwrites with the live generator's (training never
 reads them); the remembered maps are each process's own state (`state_dict` here, the task's
 `rank_state_dict` in the checkpoint), so a resumed run refreshes from the same maps with the same
-noise. Under DDP each process re-estimates from its own maps; the checkpoint holds rank 0's.
+noise. Under DDP each process re-estimates from its own batches; the checkpoint holds rank 0's.
 
 Deviations from OASIS, and why: OASIS does not reset the statistics and runs 51 batches with
 BatchNorm's momentum 0.1 (an exponential average that starts from the averaged statistics; 0.9^51
@@ -61,23 +63,25 @@ def check_batches(batches) -> int:
 class EMABatchNorm(nn.Module):
     """No parameters or buffers (a module so that the engine's start-up check restores `stale`)."""
 
-    def __init__(self, network: nn.Module, batches: int, compact: torch.dtype = torch.uint8):
+    def __init__(self, network: nn.Module | None, batches: int, value_range: tuple[int, int] = (0, 255)):
+        """`network`: the EMA generator (None: no EMA, nothing to do); `value_range`: the smallest
+        and largest value `remember` will be given (bytes when they fit)."""
         super().__init__()
-        self.active = bool(check_batches(batches)) and bool(batch_norms(network))
-        self.compact = compact
+        self.active = bool(check_batches(batches)) and network is not None and bool(batch_norms(network))
+        self.compact = torch.uint8 if 0 <= value_range[0] and value_range[1] <= 255 else torch.int32
         self.labels: collections.deque[torch.Tensor] = collections.deque(maxlen=max(batches, 1))
         self.stale = False  # the EMA moved since the statistics were last re-estimated
 
-    def remember(self, labels: torch.Tensor) -> None:
-        """After each EMA update: one (micro-)batch's label maps (N x H x W class ids)."""
+    def remember(self, inputs: torch.Tensor) -> None:
+        """After each EMA update: what one (micro-)batch gave the generator (integers: label maps,
+        uint8 images, or an N x 0 tensor for a batch of noise)."""
         if self.active:
-            self.labels.append(labels.detach().to(self.compact, copy=True))
+            self.labels.append(inputs.detach().to(self.compact, copy=True))
             self.stale = True
 
     @torch.no_grad()
-    def refresh(self, network: nn.Module, one_hot: Callable[[torch.Tensor], torch.Tensor],
-                noise_shape: tuple[int, ...] | None, seed: int) -> None:
-        """Re-estimate `network`'s BatchNorm statistics from the remembered maps, if the EMA moved."""
+    def refresh(self, network: nn.Module, run: Callable[[torch.Tensor, torch.Generator], object], seed: int) -> None:
+        """Re-estimate `network`'s BatchNorm statistics by `run` on each remembered batch, if the EMA moved."""
         if not (self.active and self.stale and self.labels):
             return
         self.stale = False
@@ -91,9 +95,8 @@ class EMABatchNorm(nn.Module):
                 norm.reset_running_stats()
                 norm.momentum = None
                 norm.train()
-            for labels in self.labels:
-                noise = None if noise_shape is None else torch.randn(labels.shape[0], *noise_shape, generator=draw)
-                network(one_hot(labels.long()), None if noise is None else noise.to(labels.device))
+            for remembered in self.labels:
+                run(remembered, draw)
         finally:
             for module, training in modes:
                 module.training = training

@@ -22,11 +22,13 @@ twice, with two noises, in one generator pass of the doubled batch (G's batch st
 both draws, and BatchNorm's running statistics move once per step); D and G's adversarial terms
 see the first draws, the mode-seeking term pulls the two apart. A generator without noise refuses it.
 
-One iteration: draw the fakes, D's terms and update, ADA's p, G's terms and update, the EMA; with
-accumulation every D micro-batch first, then every G micro-batch with its fake drawn again
-under the same random state, as GANTask. `val_step` returns "fake" and "fake_alt" (two noise
-draws per label map, seeded by the sample's index: the same images in every evaluation), "real"
-and "labels", which SegmenterScore, Diversity and the image metrics read.
+One iteration: draw the fakes, D's terms and update, ADA's p, G's terms (on the same fakes, or on
+new draws with `fresh_noise_for_g`) and update, the EMA (its BatchNorm statistics re-estimated
+before use: framework/tasks/ema_batchnorm.py); with accumulation every D micro-batch first, then
+every G micro-batch with its fake drawn again under the same random state, as GANTask.
+`val_step` returns "fake" and "fake_alt" (two noise draws per label map, seeded by the sample's
+index: the same images in every evaluation), "real" and "labels", which SegmenterScore, Diversity
+and the image metrics read.
 """
 
 from __future__ import annotations
@@ -106,9 +108,8 @@ class SemanticSynthesisTask(GeneratorTask):
         self.fresh_noise_for_g = fresh_noise_for_g
         self.perceptual = perceptual
         self.ema = EMA({"generator": generator}, ema_decay, ema_start) if ema_decay is not None else None
-        compact = torch.uint8 if num_classes <= 255 and 0 <= ignore_index <= 255 else torch.int32
-        self.ema_batchnorm = EMABatchNorm(self.ema["generator"], check_batches(ema_bn_batches), compact) \
-            if self.ema is not None else None
+        self.ema_batchnorm = EMABatchNorm(None if self.ema is None else self.ema["generator"], check_batches(
+            ema_bn_batches), (min(0, ignore_index), max(num_classes - 1, ignore_index)))
         colours = torch.tensor(palette, dtype=torch.uint8) if palette else torch.from_numpy(default_palette(num_classes))
         self.register_buffer("palette", colours, persistent=False)
 
@@ -232,8 +233,12 @@ class SemanticSynthesisTask(GeneratorTask):
         self.check_direction(direction)
         if self.ema is None:
             return unwrap(self.generator)
-        self.ema_batchnorm.refresh(self.ema["generator"], self.one_hot, self.noise_shape, self.ema.updates.value)
+        self.ema_batchnorm.refresh(self.ema["generator"], self.refresh_pass, self.ema.updates.value)
         return self.ema["generator"]
+
+    def refresh_pass(self, labels: torch.Tensor, draw: torch.Generator) -> None:
+        noise = None if self.noise_shape is None else torch.randn(labels.shape[0], *self.noise_shape, generator=draw)
+        self.ema["generator"](self.one_hot(labels.long()), None if noise is None else noise.to(labels.device))
 
     def state_dict(self, *args, **kwargs):
         """With the EMA generator's BatchNorm statistics re-estimated first: a checkpoint holds it as
@@ -243,12 +248,10 @@ class SemanticSynthesisTask(GeneratorTask):
         return super().state_dict(*args, **kwargs)
 
     def rank_state_dict(self) -> dict:
-        state = self.ema_batchnorm.state() if self.ema is not None else {}
-        return {"ema_bn": state} if state else {}
+        return {"ema_bn": self.ema_batchnorm.state()} if self.ema_batchnorm.active else {}
 
     def load_rank_state_dict(self, state: dict) -> None:
-        if self.ema is not None and "ema_bn" in state:
-            self.ema_batchnorm.load_state(state["ema_bn"], self.palette.device)
+        self.ema_batchnorm.load_state(state.get("ema_bn", {}), self.palette.device)
 
     def generator_inputs(self, batch: int, height: int, width: int, seed: int = 0) -> tuple[torch.Tensor, ...]:
         """(one-hot map of random classes, noise or nothing)."""
