@@ -98,3 +98,19 @@ def test_resume_is_exact_with_the_remembered_batches():
     resumed.train_iteration([batch(3, False)], optim)  # its re-estimation reads batch 2 from the checkpoint
     for (name, a), b in zip(straight.state_dict().items(), resumed.state_dict().values()):
         assert torch.equal(a, b), name
+
+
+def test_cyclegan_refuses_an_ema_of_generators_with_batchnorm_in_one_line():
+    """CycleGANTask does not re-estimate its EMAs' statistics: an EMA of BatchNorm generators is refused."""
+    from framework.errors import ConfigError
+    from framework.registry import TASKS
+
+    def node(norm_layer):
+        nets = {f"generator_{d}": nn.Sequential(nn.Conv2d(3, 4, 3, 1, 1), norm_layer(4), nn.Conv2d(4, 3, 3, 1, 1))
+                for d in ("ab", "ba")}
+        nets.update({f"discriminator_{d}": discriminator(False) for d in ("a", "b")})
+        return {"type": "CycleGANTask", "ema_decay": 0.9, **nets}
+    with pytest.raises(ConfigError, match=r"task \(CycleGANTask\): ema_decay: the generators have BatchNorm, whose "
+                                          r"running statistics the EMA copies from the live generators"):
+        TASKS.build(node(nn.BatchNorm2d), path="task")
+    TASKS.build(node(nn.InstanceNorm2d), path="task")  # CycleGAN's instance norm keeps no running statistics
