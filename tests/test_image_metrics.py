@@ -10,6 +10,7 @@ from torchmetrics.image import PeakSignalNoiseRatio, StructuralSimilarityIndexMe
 import framework  # noqa: F401  (fills the registries)
 from framework.errors import ConfigError, UserError
 from framework.metrics import FID, PSNR, SSIM, L1Distance
+from framework.metrics.image import image_bytes
 from framework.registry import METRICS
 
 
@@ -149,7 +150,7 @@ def test_fid_with_torchvision_inception_weights_from_a_local_file(tmp_path):
 def test_fid_inception_reads_the_local_weights_file_and_feeds_torch_fidelity_uint8_images(tmp_path):
     """The default extractor (torch-fidelity's FID Inception; the `.[fid]` extra): random weights
     in its file format, the 64-d features (its first layers, quick), against torch-fidelity's own
-    extractor fed the images as 0..255 bytes, and the Fréchet distance by hand."""
+    extractor fed the images as rounded 0..255 bytes, and the Fréchet distance by hand."""
     fidelity = pytest.importorskip("torch_fidelity.feature_extractor_inceptionv3")
     extractor_class = fidelity.FeatureExtractorInceptionV3
     empty = tmp_path / "empty.pth"
@@ -170,7 +171,7 @@ def test_fid_inception_reads_the_local_weights_file_and_feeds_torch_fidelity_uin
     real = torch.rand(80, 3, 24, 24, generator=generator)  # more images than features: full-rank covariances
     fake = (real.flip(0) * 0.5 + 0.5 * torch.rand(80, 3, 24, 24, generator=generator)).clamp(0, 1)
     with torch.no_grad():
-        expected = [reference((x * 255).byte())[0] for x in (real, fake)]
+        expected = [reference(image_bytes(x))[0] for x in (real, fake)]
     assert expected[0].abs().mean() > 0.01  # three random layers: small features, far from float noise
     value = run(fid, fake, real, splits=(40,))["FID"]
     assert value == pytest.approx(frechet_distance(*expected), rel=1e-3)

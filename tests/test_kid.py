@@ -12,6 +12,7 @@ from torchmetrics.image.kid import KernelInceptionDistance
 
 from framework.errors import ConfigError
 from framework.metrics import FID
+from framework.metrics.image import image_bytes
 from framework.metrics.kid import KID, kernel_inception_distance, polynomial_mmd
 from framework.registry import METRICS
 
@@ -89,8 +90,8 @@ def test_kid_metric_on_the_local_fid_inception_caps_subsets_at_the_images_evalua
     kid.sync(lambda tensor: None)  # one process: the gathered features are this process's
     fid_inception = FID(weights_path=str(path), feature=64).fid.inception  # the features FID compares
     with torch.no_grad():
-        expected = [fid_inception((x * 255).byte()) for x in (real, fake)]
-        fidelity = reference((real * 255).byte())[0]
+        expected = [fid_inception(image_bytes(x)) for x in (real, fake)]
+        fidelity = reference(image_bytes(real))[0]
     # torchmetrics' copy of torch-fidelity's network (what FID runs), not bit for bit the same
     torch.testing.assert_close(expected[0], fidelity, atol=3e-3, rtol=0)
     values = kid.compute()
@@ -115,3 +116,25 @@ def test_kid_settings_are_one_config_error(node, message):
     with pytest.raises(ConfigError, match=r"^metrics\[0\] \(KID\): " + message):
         METRICS.build(node, path="metrics[0]")
     assert KID.__name__ in METRICS.names()
+
+
+def test_kid_and_fid_round_images_to_bytes_as_an_8_bit_file_holds_them(tmp_path):
+    """0.999 / 255 is byte 1 in a PNG of the image (and so to torch-fidelity reading it), not 0:
+    what each metric hands its Inception, caught on the way in, is the rounded level."""
+    _, path = _fidelity_weights(tmp_path)
+    levels = torch.randint(0, 255, (2, 3, 24, 24), generator=torch.Generator().manual_seed(2)).float()
+    offsets = torch.tensor([0.001, 0.49, 0.51, 0.999]).repeat(2 * 3 * 24 * 6).view(2, 3, 24, 24)
+    images = (levels + offsets) / 255
+    expected = (levels + (offsets > 0.5).float()).to(torch.uint8)
+    assert torch.equal(image_bytes(images), expected)
+    assert torch.equal(image_bytes(torch.tensor([-0.1, 1.2])), torch.tensor([0, 255], dtype=torch.uint8))
+    seen = []
+    kid = KID(weights_path=str(path), feature=64)
+    fid = FID(weights_path=str(path), feature=64)
+    for network in (kid.extractor.network, fid.fid.inception):
+        network.register_forward_pre_hook(lambda module, inputs: seen.append(inputs[0]))
+    kid.update({"fake": images, "real": images})
+    fid.update({"fake": images, "real": images})
+    assert len(seen) == 4
+    for given in seen:
+        assert torch.equal(given, expected)

@@ -96,7 +96,7 @@ def feature_matching(fake_features, real_features):
 
 def mode_seeking(fake, second, noise, second_noise):
     ratio = (fake.float() - second.float()).abs().mean((1, 2, 3)) / (noise - second_noise).abs().mean(1)
-    return (1 / (ratio + 1e-5)).mean()
+    return (4 / (ratio + ratio.detach().mean() + 1e-5)).mean()  # per map, bounded by the batch's mean ratio
 
 
 def set_requires_grad(network, flag):

@@ -204,6 +204,13 @@ class TorchvisionInceptionFeatures(nn.Module):
         return self.network((images - self.mean) / self.std)
 
 
+def image_bytes(images: torch.Tensor) -> torch.Tensor:
+    """Images in [0, 1] as the 0..255 bytes an 8-bit file of them holds: rounded to the nearest
+    level (what saving a PNG and handing torch-fidelity the file gives), not truncated (torchmetrics'
+    `(images * 255).byte()` turns 0.999 / 255 into 0 and darkens every image by half a level)."""
+    return (images.float() * 255).add_(0.5).clamp_(0, 255).to(torch.uint8)
+
+
 def local_inception_weights(weights_path: str | None, extractor: str, metric: str) -> str:
     """The checked local path of the Inception weights of `metric` (FID, KID): the extractor
     known, the file there and readable, torch-fidelity installed for its extractor."""
@@ -233,7 +240,8 @@ class FID(Metric):
     The Inception weights come only from `weights_path`, a local file; nothing is downloaded.
     - extractor "fid-inception" (default): the standard FID Inception of torch-fidelity, so
       values compare with published ones. Needs the torch-fidelity package and its weights
-      file (pt_inception-2015-12-05-6726825d.pth). `feature`: 64, 192, 768 or 2048.
+      file (pt_inception-2015-12-05-6726825d.pth). `feature`: 64, 192, 768 or 2048. It is given the
+      images as rounded bytes (`image_bytes`), as torch-fidelity reads them from 8-bit files.
     - extractor "torchvision": torchvision's ImageNet Inception v3 (inception_v3_google-*.pth),
       2048-d features. Good for comparing runs with each other, not with papers.
     Lower is better; values are meaningful with a few thousand images, not a handful.
@@ -251,9 +259,12 @@ class FID(Metric):
         if extractor == "torchvision":
             self.fid = FrechetInceptionDistance(feature=TorchvisionInceptionFeatures(weights_path), normalize=True,
                                                 sync_on_compute=False)
+            self.bytes_in = False  # torchvision's network takes the float images themselves
             return
+        # normalize off: `update` gives it bytes rounded by `image_bytes`, not torchmetrics' truncated ones
         self.fid = FrechetInceptionDistance(feature=feature, feature_extractor_weights_path=weights_path,
-                                            normalize=True, sync_on_compute=False)
+                                            normalize=False, sync_on_compute=False)
+        self.bytes_in = True
 
     def states(self) -> dict[str, torch.Tensor]:
         return {name: getattr(self.fid, name) for name in self.STATES}
@@ -267,6 +278,8 @@ class FID(Metric):
 
     def update(self, outputs: dict[str, Any]) -> None:
         fake, real = _pair(outputs)
+        if self.bytes_in:
+            fake, real = image_bytes(fake), image_bytes(real)
         self.fid.update(real, real=True)
         self.fid.update(fake, real=False)
 

@@ -8,7 +8,7 @@ subsets. Unlike FID it is unbiased, so small evaluation sets (hundreds of images
 validation sets often are) compare fairly. Lower is better.
 
 The Inception weights come from `weights_path` only, checked as FID's (metrics/image.py):
-`extractor` fid-inception (torch-fidelity's, fed 0..255 bytes as torchmetrics feeds it) or
+`extractor` fid-inception (torch-fidelity's, fed 0..255 bytes rounded from the images, as FID) or
 torchvision. Features are kept per image, not summed, so under DDP `sync` gathers every rank's
 features (`framework.dist.all_gather_rows`, as SWD gathers its patches); subsets are drawn from a generator seeded by `seed`, so
 one set of images always scores the same.
@@ -23,12 +23,13 @@ from torch import nn
 
 from framework.dist import all_gather_rows
 from framework.metrics.base import Metric
-from framework.metrics.image import TorchvisionInceptionFeatures, _pair, local_inception_weights
+from framework.metrics.image import TorchvisionInceptionFeatures, _pair, image_bytes, local_inception_weights
 from framework.registry import METRICS
 
 
 class FidelityInceptionFeatures(nn.Module):
-    """torch-fidelity's FID Inception from a local file; images in [0, 1] given to it as bytes."""
+    """torch-fidelity's FID Inception from a local file; images in [0, 1] given to it as bytes,
+    rounded (`image_bytes`) as an 8-bit file of them holds them."""
 
     def __init__(self, weights_path: str, feature: int):
         super().__init__()
@@ -38,7 +39,7 @@ class FidelityInceptionFeatures(nn.Module):
                                           feature_extractor_weights_path=weights_path)
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
-        return self.network((images * 255).byte()).flatten(1)
+        return self.network(image_bytes(images)).flatten(1)
 
 
 def polynomial_mmd(real: torch.Tensor, fake: torch.Tensor, degree: int, gamma: float | None, coef: float) -> torch.Tensor:

@@ -71,6 +71,22 @@ def check_segmenter_outputs(discriminator: nn.Module, num_classes: int) -> None:
     handle = network.register_forward_hook(first_output)
 
 
+def refuse_with_labels(augment: nn.Module | None, r1_weight: float) -> None:
+    """What a loss that reads labels (OASIS's per-pixel CE) cannot be combined with, one line each.
+    DiffAugment moves the image D sees (translation, cutout) but not the label map its pixels are
+    scored against, so D would learn the wrong class at the moved pixels; ADA's p reads the same
+    augmented verdicts. R1 and ADA's statistic read each sample's mean logit over all N + 1
+    outputs, which the class-balanced CE does not depend on (adding a constant to every logit of a
+    pixel leaves it unchanged): R1 would smooth something the loss never scores. The official
+    OASIS code uses neither."""
+    if augment is not None:
+        raise ValueError("d_augment: a loss that reads labels (gan_loss: oasis) scores D's pixels against the label "
+                         "map, which d_augment's transforms would move away from the image; remove d_augment")
+    if isinstance(r1_weight, (int, float)) and r1_weight > 0:
+        raise ValueError("r1_weight: R1 penalises the gradient of D's mean logit, which a loss that reads labels "
+                         "(gan_loss: oasis) does not score; use r1_weight: 0")
+
+
 class Adversary(nn.Module):
     def __init__(self, gan_loss: str | AdversarialLoss = "vanilla", d_weight: float = 1.0, adv_weight: float = 1.0,
                  gp_weight: float = 10.0, r1_weight: float = 0.0, r1_interval: int = 1,
@@ -81,6 +97,8 @@ class Adversary(nn.Module):
         if self.loss.reads_labels and not has_labels:  # known now, not at the first iteration
             raise ValueError(f"gan_loss: {type(self.loss).__name__} reads a label map, which this task's batches do "
                              "not have (SemanticSynthesisTask's do)")
+        if self.loss.reads_labels:
+            refuse_with_labels(augment, r1_weight)
         self.d_weight = check_weight("d_weight", d_weight)
         self.adv_weight = check_weight("adv_weight", adv_weight)
         self.gp_weight = check_weight("gp_weight", gp_weight)

@@ -69,6 +69,7 @@ from framework.registry import TASKS
 from framework.tasks.adversary import Adversary, check_weight
 from framework.tasks.base import GeneratorTask, average_logs, micro_step, rename_prefix, update_with
 from framework.tasks.ema import EMA
+from framework.tasks.ema_batchnorm import batch_norms
 from framework.tasks.image_pool import ImagePool
 from framework.visualization.panels import side_by_side, stack_rows, write_named_pngs
 
@@ -93,7 +94,8 @@ class CycleGANTask(GeneratorTask):
     feature_matching  null or {type: FeatureMatchingLoss, weight: 10}: each generator matches its
                       judge's features on its fakes to those on that domain's reals
     perceptual        null or {type: VGGPerceptualLoss, ...}: on each cycle reconstruction
-    ema_decay         keep EMA copies of both generators for evaluation and inference; null: none
+    ema_decay         keep EMA copies of both generators for evaluation and inference; null: none (refused
+                      for generators with BatchNorm, whose statistics would not fit the averaged weights)
     ema_start         generator updates during which the EMAs just copy the generators
     """
 
@@ -120,6 +122,10 @@ class CycleGANTask(GeneratorTask):
         self.perceptual = perceptual
         self.ema = None
         if ema_decay is not None:
+            if batch_norms(generator_ab) or batch_norms(generator_ba):  # GANTask re-estimates them; not done here
+                raise ValueError("ema_decay: the generators have BatchNorm, whose running statistics the EMA copies "
+                                 "from the live generators instead of estimating them for the averaged weights; "
+                                 "use instance norm (norm: in, CycleGAN's) or ema_decay: null")
             self.ema = EMA({"generator_ab": generator_ab, "generator_ba": generator_ba}, ema_decay, ema_start)
         # Seeded from the run's seed and the rank (the engine seeds torch with seed + rank
         # before building the task), one stream per pool.

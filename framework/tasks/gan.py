@@ -28,7 +28,8 @@ Two modes, chosen by `latent_dim`:
 Images arrive as uint8 and are mapped to [-1, 1] here, on the device; generators end in tanh.
 `val_step` returns {"fake", "real"} (and "input" when conditional) as float images in [0, 1],
 which the image metrics (PSNR, SSIM, L1, FID) read. Evaluation and samples use the EMA
-generator when `ema_decay` is set.
+generator when `ema_decay` is set, its BatchNorm statistics (DCGAN's generator has them)
+re-estimated first on the last `ema_bn_batches` batches' inputs or noise (framework/tasks/ema_batchnorm.py).
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ from framework.tasks.adversary import Adversary, check_weight
 from framework.tasks.base import GeneratorTask, average_logs, micro_step, rename_prefix, update_with
 from framework.tasks.discriminator_step import d_input_pair
 from framework.tasks.ema import EMA
+from framework.tasks.ema_batchnorm import BATCHES, EMABatchNorm, check_batches
 from framework.tasks.replay import random_state, replaying
 from framework.visualization.panels import side_by_side, stack_rows, write_named_pngs
 
@@ -70,6 +72,8 @@ class GANTask(GeneratorTask):
     ema_decay           keep an exponential moving average of the generator (e.g. 0.999), used
                         for evaluation and samples; null: no EMA
     ema_start           generator updates during which the EMA just copies the generator
+    ema_bn_batches      the EMA generator's BatchNorm statistics re-estimated on the last this many training
+                        batches' inputs (or noise) before it is evaluated, saved or exported; 0: the live G's
     latent_dim          noise channels of an unconditional generator; null: conditional
     num_fixed_samples   unconditional: size of the fixed-noise grid drawn at every evaluation
     noise_seed          seed of the fixed noise (evaluation noise is seeded by sample index)
@@ -82,7 +86,8 @@ class GANTask(GeneratorTask):
                  d_steps_per_g_step: int = 1, ema_decay: float | None = None, ema_start: int = 0,
                  latent_dim: int | None = None, num_fixed_samples: int = 64, noise_seed: int = 0,
                  r1_weight: float = 0.0, r1_interval: int = 1, d_augment: nn.Module | None = None,
-                 feature_matching: nn.Module | None = None, perceptual: nn.Module | None = None):
+                 feature_matching: nn.Module | None = None, perceptual: nn.Module | None = None,
+                 ema_bn_batches: int = BATCHES):
         super().__init__()
         if latent_dim is not None and latent_dim < 1:
             raise ValueError(f"latent_dim must be a positive number of noise channels or null, got {latent_dim}")
@@ -101,6 +106,8 @@ class GANTask(GeneratorTask):
         self.perceptual = perceptual
         self.d_steps_per_g_step = d_steps_per_g_step
         self.ema = EMA({"generator": generator}, ema_decay, ema_start) if ema_decay is not None else None
+        self.ema_batchnorm = EMABatchNorm(None if self.ema is None else self.ema["generator"],
+                                          check_batches(ema_bn_batches))
         self.latent_dim = latent_dim
         if latent_dim is not None:
             noise = torch.randn(num_fixed_samples, latent_dim, 1, 1, generator=torch.Generator().manual_seed(noise_seed))
@@ -158,6 +165,9 @@ class GANTask(GeneratorTask):
             logs.update(average_logs(g_logs))
             if self.ema is not None:
                 self.ema.update({"generator": self.generator})
+                for batch in batches:  # the inputs, or for noise only how many (an N x 0 tensor)
+                    given = batch["input"] if self.conditional else batch["image"].new_empty(len(batch["image"]), 0)
+                    self.ema_batchnorm.remember(given)
         return logs
 
     def generator_step(self, condition, real: torch.Tensor, fake: torch.Tensor, optim) -> dict:
@@ -197,7 +207,28 @@ class GANTask(GeneratorTask):
 
     def generator_for(self, direction: str | None = None) -> nn.Module:
         self.check_direction(direction)
-        return self.ema["generator"] if self.ema is not None else unwrap(self.generator)
+        if self.ema is None:
+            return unwrap(self.generator)
+        self.ema_batchnorm.refresh(self.ema["generator"], self.refresh_pass, self.ema.updates.value)
+        return self.ema["generator"]
+
+    def refresh_pass(self, given: torch.Tensor, draw: torch.Generator) -> None:
+        if self.conditional:
+            self.ema["generator"](to_signed(given))
+        else:
+            self.ema["generator"](torch.randn(len(given), self.latent_dim, 1, 1, generator=draw).to(given.device))
+
+    def state_dict(self, *args, **kwargs):
+        """With the EMA generator's BatchNorm statistics re-estimated first (framework/tasks/ema_batchnorm.py)."""
+        if self.ema is not None:
+            self.generator_for()
+        return super().state_dict(*args, **kwargs)
+
+    def rank_state_dict(self) -> dict:
+        return {"ema_bn": self.ema_batchnorm.state()} if self.ema_batchnorm.active else {}
+
+    def load_rank_state_dict(self, state: dict) -> None:
+        self.ema_batchnorm.load_state(state.get("ema_bn", {}), next(self.parameters()).device)
 
     def network_examples(self, height: int, width: int) -> dict[str, tuple[nn.Module, tuple]]:
         from framework.inference.segmentation import pad_to_multiple

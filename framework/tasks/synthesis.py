@@ -22,11 +22,13 @@ twice, with two noises, in one generator pass of the doubled batch (G's batch st
 both draws, and BatchNorm's running statistics move once per step); D and G's adversarial terms
 see the first draws, the mode-seeking term pulls the two apart. A generator without noise refuses it.
 
-One iteration: draw the fakes, D's terms and update, ADA's p, G's terms and update, the EMA; with
-accumulation every D micro-batch first, then every G micro-batch with its fake drawn again
-under the same random state, as GANTask. `val_step` returns "fake" and "fake_alt" (two noise
-draws per label map, seeded by the sample's index: the same images in every evaluation), "real"
-and "labels", which SegmenterScore, Diversity and the image metrics read.
+One iteration: draw the fakes, D's terms and update, ADA's p, G's terms (on the same fakes, or on
+new draws with `fresh_noise_for_g`) and update, the EMA (its BatchNorm statistics re-estimated
+before use: framework/tasks/ema_batchnorm.py); with accumulation every D micro-batch first, then
+every G micro-batch with its fake drawn again under the same random state, as GANTask.
+`val_step` returns "fake" and "fake_alt" (two noise draws per label map, seeded by the sample's
+index: the same images in every evaluation), "real" and "labels", which SegmenterScore, Diversity
+and the image metrics read.
 """
 
 from __future__ import annotations
@@ -37,17 +39,17 @@ import torch
 from torch import nn
 
 from framework.dist import unwrap
-from framework.inference.export import traceable_pad
 from framework.inference.generator import to_signed, to_unit
 from framework.inference.noise import item_noise
-from framework.inference.settings import network_size_divisor
-from framework.losses.mode_seeking import mode_seeking_loss
+from framework.losses.mode_seeking import check_form, mode_seeking_loss, spread_ratios
 from framework.losses.oasis import labelmix_consistency, labelmix_images, labelmix_mask
 from framework.models.spade import one_hot_labels
 from framework.registry import TASKS
 from framework.tasks.adversary import Adversary, check_segmenter_outputs, check_weight
 from framework.tasks.base import GeneratorTask, average_logs, micro_step, update_with
 from framework.tasks.ema import EMA
+from framework.tasks.ema_batchnorm import BATCHES, EMABatchNorm, check_batches
+from framework.tasks.labels_to_image import LabelsToImage
 from framework.tasks.replay import random_state, replaying
 from framework.visualization.palette import colorize, default_palette
 from framework.visualization.panels import side_by_side, stack_rows, write_named_pngs
@@ -64,7 +66,12 @@ class SemanticSynthesisTask(GeneratorTask):
     perceptual         null or {type: VGGPerceptualLoss, ...}: the fake against the real image
     labelmix_weight    OASIS's LabelMix consistency weight (10); 0: none. Needs gan_loss: oasis
     mode_seeking_weight   MSGAN's mode-seeking term's weight (MSGAN's 1; the OASIS-style config 0.03); 0: none. Needs noise
+    mode_seeking_form  per_sample (a ratio per map, bounded: framework/losses/mode_seeking.py) or batch (MSGAN's)
+    fresh_noise_for_g  G's step draws its fakes anew, with new noise (OASIS, SPADE); false: it reuses D's fakes
     ema_decay, ema_start   the generator's moving average (null: none)
+    ema_bn_batches     the EMA generator's BatchNorm statistics re-estimated on the last this many training
+                       batches before it is evaluated, saved or exported (framework/tasks/ema_batchnorm.py); 0: the
+                       live generator's
     """
 
     required_optimizers = ("generator", "discriminator")
@@ -74,7 +81,9 @@ class SemanticSynthesisTask(GeneratorTask):
                  gan_loss="hinge", d_weight: float = 1.0, adv_weight: float = 1.0, r1_weight: float = 0.0,
                  r1_interval: int = 1, d_augment: nn.Module | None = None, feature_matching: nn.Module | None = None,
                  perceptual: nn.Module | None = None, labelmix_weight: float = 0.0,
-                 mode_seeking_weight: float = 0.0, ema_decay: float | None = None, ema_start: int = 0, palette=None):
+                 mode_seeking_weight: float = 0.0, mode_seeking_form: str = "per_sample",
+                 fresh_noise_for_g: bool = False, ema_decay: float | None = None, ema_start: int = 0,
+                 ema_bn_batches: int = BATCHES, palette=None):
         super().__init__()
         self.generator, self.discriminator = generator, discriminator
         self.adversary = Adversary(gan_loss, d_weight, adv_weight, r1_weight=r1_weight, r1_interval=r1_interval,
@@ -89,15 +98,18 @@ class SemanticSynthesisTask(GeneratorTask):
         self.labelmix_weight = check_weight("labelmix_weight", labelmix_weight)
         if self.labelmix_weight and not self.adversary.loss.reads_labels:
             raise ValueError("labelmix_weight: LabelMix needs a segmenter discriminator (gan_loss: oasis)")
-        if self.labelmix_weight and d_augment is not None:
-            raise ValueError("labelmix_weight: LabelMix compares D's outputs pixel by pixel, which d_augment's "
-                             "transforms would move apart; use one of them")
         self.mode_seeking_weight = check_weight("mode_seeking_weight", mode_seeking_weight)
         if self.mode_seeking_weight and not unwrap(generator).noise_dim:
             raise ValueError("mode_seeking_weight: the generator has no noise (noise_dim 0), so its two draws of a "
                              "label map cannot differ")
+        self.mode_seeking_form = check_form(mode_seeking_form)
+        if not isinstance(fresh_noise_for_g, bool):
+            raise ValueError(f"fresh_noise_for_g must be true or false, got {fresh_noise_for_g!r}")
+        self.fresh_noise_for_g = fresh_noise_for_g
         self.perceptual = perceptual
         self.ema = EMA({"generator": generator}, ema_decay, ema_start) if ema_decay is not None else None
+        self.ema_batchnorm = EMABatchNorm(None if self.ema is None else self.ema["generator"], check_batches(
+            ema_bn_batches), (min(0, ignore_index), max(num_classes - 1, ignore_index)))
         colours = torch.tensor(palette, dtype=torch.uint8) if palette else torch.from_numpy(default_palette(num_classes))
         self.register_buffer("palette", colours, persistent=False)
 
@@ -130,22 +142,23 @@ class SemanticSynthesisTask(GeneratorTask):
         drawn, d_logs = [], []
         for index, (one_hot, labels, real) in enumerate(inputs):
             with micro_step(optim, index, len(batches)):
-                noise = self.training_noise(real.shape[0], real.device)
-                rng = None if single else random_state(real.device)
-                with contextlib.nullcontext() if single else torch.no_grad():
-                    fakes = self.draw(one_hot, noise)
+                noise, rng, fakes = self.draw_for_step(one_hot, real, single and not self.fresh_noise_for_g)
                 drawn.append((noise, rng, fakes))
                 d_logs.append(self.discriminator_step(one_hot, labels, real, fakes[0].detach(), optim))
         logs = {**average_logs(d_logs), **self.adversary.adapt()}
-        g_logs = []
+        if self.fresh_noise_for_g:  # every micro-batch's new draw before any G step, as D's (the floor reads them all)
+            drawn = [self.draw_for_step(one_hot, real, single) for one_hot, _, real in inputs]
+        floor, g_logs = self.mode_seeking_floor(drawn), []
         for index, ((one_hot, labels, real), (noise, rng, fakes)) in enumerate(zip(inputs, drawn)):
             with micro_step(optim, index, len(batches)):
                 if not single:  # the same fakes again, now with a graph
                     with replaying(rng, unwrap(self.generator)):
                         fakes = self.draw(one_hot, noise)
-                g_logs.append(self.generator_step(one_hot, labels, real, fakes, noise, optim))
+                g_logs.append(self.generator_step(one_hot, labels, real, fakes, noise, optim, floor))
         if self.ema is not None:
             self.ema.update({"generator": self.generator})
+            for batch in batches:
+                self.ema_batchnorm.remember(batch["mask"])
         return {**logs, **average_logs(g_logs)}
 
     def training_noise(self, count: int, device: torch.device) -> torch.Tensor | None:
@@ -154,6 +167,23 @@ class SemanticSynthesisTask(GeneratorTask):
         if not self.mode_seeking_weight:
             return self.draw_noise(count, device)
         return self.draw_noise(count * 2, device).view(count, 2, -1).transpose(0, 1).reshape(count * 2, -1)
+
+    def draw_for_step(self, one_hot, real, with_graph: bool) -> tuple:
+        """(noise, the random state it was drawn from or None, fakes): with a graph when the step
+        that uses them is the next (one micro-batch), else under no_grad, to be replayed."""
+        noise = self.training_noise(real.shape[0], real.device)
+        rng = None if with_graph else random_state(real.device)
+        with contextlib.nullcontext() if with_graph else torch.no_grad():
+            return noise, rng, self.draw(one_hot, noise)
+
+    def mode_seeking_floor(self, drawn: list[tuple]) -> torch.Tensor | None:
+        """The per-sample term's bound: the mean spread ratio over every micro-batch's draws (what
+        one whole batch gives), detached; None for the batch form or without the term."""
+        if not self.mode_seeking_weight or self.mode_seeking_form != "per_sample":
+            return None
+        with torch.no_grad():
+            return torch.cat([spread_ratios(*(fake.detach() for fake in fakes), *noise.chunk(2))
+                              for noise, _, fakes in drawn]).mean()
 
     def draw(self, one_hot, noise) -> tuple[torch.Tensor, ...]:
         """(fake,), or with mode seeking (fake, second draw) from one pass of the doubled batch."""
@@ -177,7 +207,7 @@ class SemanticSynthesisTask(GeneratorTask):
         optim.update(loss, "discriminator")
         return logs
 
-    def generator_step(self, one_hot, labels, real, fakes, noise, optim) -> dict:
+    def generator_step(self, one_hot, labels, real, fakes, noise, optim, floor=None) -> dict:
         condition = one_hot if self.judges_pairs else None
         adversarial, matching = self.adversary.g_loss(self.discriminator, fakes[0], condition, real, labels=labels)
         terms = {"loss_g_adv": adversarial}
@@ -186,14 +216,35 @@ class SemanticSynthesisTask(GeneratorTask):
         if self.perceptual is not None:
             terms["loss_g_vgg"] = self.perceptual(fakes[0], real)
         if self.mode_seeking_weight:
-            terms["loss_g_ms"] = self.mode_seeking_weight * mode_seeking_loss(*fakes, *noise.chunk(2))
+            terms["loss_g_ms"] = self.mode_seeking_weight * mode_seeking_loss(*fakes, *noise.chunk(2),
+                                                                              form=self.mode_seeking_form, floor=floor)
         return update_with(optim, "generator", terms, "loss_g")
 
     # ------------------------------------------------------------------ the GeneratorTask interface
 
     def generator_for(self, direction: str | None = None) -> nn.Module:
         self.check_direction(direction)
-        return self.ema["generator"] if self.ema is not None else unwrap(self.generator)
+        if self.ema is None:
+            return unwrap(self.generator)
+        self.ema_batchnorm.refresh(self.ema["generator"], self.refresh_pass, self.ema.updates.value)
+        return self.ema["generator"]
+
+    def refresh_pass(self, labels: torch.Tensor, draw: torch.Generator) -> None:
+        noise = None if self.noise_shape is None else torch.randn(labels.shape[0], *self.noise_shape, generator=draw)
+        self.ema["generator"](self.one_hot(labels.long()), None if noise is None else noise.to(labels.device))
+
+    def state_dict(self, *args, **kwargs):
+        """With the EMA generator's BatchNorm statistics re-estimated first: a checkpoint holds it as
+        evaluation and export use it (framework/tasks/ema_batchnorm.py)."""
+        if self.ema is not None:
+            self.generator_for()
+        return super().state_dict(*args, **kwargs)
+
+    def rank_state_dict(self) -> dict:
+        return {"ema_bn": self.ema_batchnorm.state()} if self.ema_batchnorm.active else {}
+
+    def load_rank_state_dict(self, state: dict) -> None:
+        self.ema_batchnorm.load_state(state.get("ema_bn", {}), self.palette.device)
 
     def generator_inputs(self, batch: int, height: int, width: int, seed: int = 0) -> tuple[torch.Tensor, ...]:
         """(one-hot map of random classes, noise or nothing)."""
@@ -240,27 +291,3 @@ class SemanticSynthesisTask(GeneratorTask):
     def save_visuals(self, batch: dict, outputs: dict, folder) -> None:
         write_named_pngs(folder, batch["name"], self.panels(outputs))
 
-
-class LabelsToImage(nn.Module):
-    """Label maps (N x H x W class ids as floats; the don't-care value for don't-care pixels) and
-    noise (N x noise_dim; none for a generator without noise) -> images in [0, 1] of the label
-    maps' size: the one-hot map padded with "no class" to the generator's size divisor and the
-    image cropped back, in a form a trace keeps for every size (`traceable_pad`), so tools/infer.py
-    and the exported model run the same graph. The one-hot encoding is a comparison with the class
-    ids, which every exporter knows."""
-
-    def __init__(self, generator: nn.Module, num_classes: int, ignore_index: int):
-        super().__init__()
-        self.generator, self.ignore_index = generator, ignore_index
-        self.noise_dim = generator.noise_dim  # 0: the module takes the label maps alone
-        self.divisor = network_size_divisor(generator)
-        channels = num_classes + int(generator.contain_dontcare_label)
-        ids = torch.arange(channels, dtype=torch.float32)
-        if generator.contain_dontcare_label:
-            ids[-1] = ignore_index
-        self.register_buffer("ids", ids.view(1, -1, 1, 1))
-
-    def forward(self, labels: torch.Tensor, noise: torch.Tensor | None = None) -> torch.Tensor:
-        height, width = labels.shape[-2], labels.shape[-1]
-        one_hot = traceable_pad((labels[:, None] == self.ids).to(torch.float32), self.divisor)
-        return to_unit(self.generator(one_hot, noise))[..., :height, :width]
