@@ -153,3 +153,31 @@ def test_the_python_api_page_runs_as_written(tmp_path, monkeypatch):
     assert len(blocks) >= 3
     for block in blocks:
         exec(compile(block, "docs/python-api.md", "exec"), namespace)  # noqa: S102 (the docs' own code)
+
+
+CYCLEGAN = REPO / "projects/cyclegan/configs/cyclegan_shapes.yaml"
+TINY_CYCLEGAN = ["device=cpu", "train.max_iters=2", "train.val_interval=2", "train.val_at_start=false",
+                 "train.ckpt_interval=2", "train.log_interval=1", "data.train.dataset.num_samples=4",
+                 "data.train.batch_size=2", "data.train.num_workers=0", "data.val.dataset.num_samples=4",
+                 "data.val.batch_size=4", "data.val.num_workers=0", "task.generator_ab.base_channels=4",
+                 "task.generator_ba.base_channels=4", "task.generator_ab.num_blocks=1",
+                 "task.generator_ba.num_blocks=1", "loggers=[]"]
+
+
+def test_cyclegan_translates_both_ways_as_infer_does_and_round_trips(tmp_path, no_network):
+    run = tmp_path / "run"
+    result = call_tool("train", "--config", CYCLEGAN, "--work-dir", run, *TINY_CYCLEGAN)
+    assert result.returncode == 0, result.stderr + result.stdout[-2000:]
+    paths = write_images(tmp_path / "in", [(32, 32), (20, 28)])
+    model = framework.load(run, device="cpu")
+    folder = model.save_pretrained(tmp_path / "model")
+    again = framework.load(folder, device="cpu")
+    for direction in ("AtoB", "BtoA"):
+        out = tmp_path / direction
+        result = call_tool("infer", "--config", run / "config.yaml", "--checkpoint", run / "checkpoints/iter_2.pth",
+                           "--input", tmp_path / "in", "--output", out, "--direction", direction)
+        assert result.returncode == 0, result.stderr
+        images = model.translate(paths, direction)
+        for path, image, after in zip(paths, images, again.translate(paths, direction)):
+            assert (image == read_rgb(out / path.name)).all() and (after == image).all()
+    assert no_network == []
