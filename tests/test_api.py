@@ -130,6 +130,8 @@ def test_synthesis_draws_what_infer_writes_and_round_trips(spade_run, tmp_path, 
     for name, images in zip(maps, draws):
         for k, image in enumerate(images):
             assert (image == read_rgb(tmp_path / "out" / f"{name}_{k}.png")).all()
+    single = model.generate(maps["x"], samples=2, seed=3, names=["x"])  # one H x W map: one result
+    assert all((a == b).all() for a, b in zip(single, draws[0]))
     again = framework.load(model.save_pretrained(tmp_path / "model"), device="cpu")
     by_path = again.generate(sorted((tmp_path / "maps").iterdir()), samples=2, seed=3)  # keyed by file name
     for before, after in zip(draws, by_path):

@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from framework.api.model import Model, as_image, same_size_batches
+from framework.api.model import DEFAULT_NUM, Model, as_image, same_size_batches
 from framework.config.rules import integer, number
 from framework.config.schema import SEED_MAX
 from framework.data.folder import list_inputs
@@ -50,7 +50,6 @@ from framework.runtime.overwrite import refuse_writing_over_inputs
 from framework.tasks.base import GeneratorTask
 from framework.visualization.masks import overlay, write_index_mask, write_rgb
 
-DEFAULT_NUM = 16
 # Options read by one kind of task only (None when not given): given to another, they would be ignored.
 SEGMENTATION_OPTIONS = {"--mode": "mode", "--crop": "crop", "--stride": "stride", "--tile-batch": "tile_batch",
                         "--flip": "flip", "--scales": "scales"}

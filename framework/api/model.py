@@ -20,6 +20,7 @@ from framework.inference.segmentation import SegmentationPredictor
 from framework.tasks.base import GeneratorTask
 
 DEFAULT_BATCH = 4
+DEFAULT_NUM = 16  # images generate() draws from noise when not told how many (as tools/infer.py --num)
 
 
 def autocast(device: torch.device, enabled: bool):
@@ -54,10 +55,12 @@ def as_image(image, channels: int = 3) -> np.ndarray:
     return array
 
 
-def listed(inputs) -> tuple[list, bool]:
-    """(the inputs as a list, whether one input was given rather than a list of them)."""
+def listed(inputs, item_dims: int = 3) -> tuple[list, bool]:
+    """(the inputs as a list, whether one input was given rather than a list of them). An array
+    of `item_dims` dimensions is one input (an H x W x C image; an H x W label map with 2), one
+    of more is a stack of them."""
     single = isinstance(inputs, (str, Path)) or hasattr(inputs, "convert") or (
-        isinstance(inputs, np.ndarray) and inputs.ndim in (2, 3))
+        isinstance(inputs, np.ndarray) and inputs.ndim == item_dims)
     return ([inputs] if single else list(inputs)), single
 
 
@@ -70,6 +73,10 @@ class Model:
         self.task, self.config, self.device, self.source = task, config, device, source
         self.metrics = dict(metrics or {})  # the run's final evaluation, for the model card
         self._synthesizer = None
+
+    def __repr__(self) -> str:
+        where = f", from {self.source}" if self.source is not None else ""
+        return f"Model({type(self.task).__name__} on {self.device}{where})"
 
     @property
     def is_generator(self) -> bool:
@@ -189,12 +196,12 @@ class Model:
                 with torch.no_grad():
                     images = predictor.sample(torch.as_tensor(noise).float().to(self.device))
                 return [to_uint8(image) for image in images]
-            count = 16 if num is None else num
+            count = DEFAULT_NUM if num is None else num
             return [to_uint8(image) for first in range(0, count, batch_size)
                     for image in self.sample_batch(predictor, first, min(batch_size, count - first), seed, amp)]
         if conditions is None:
             raise ConfigError(f"generate: {type(self.task).__name__} needs conditions ({kind} inputs)")
-        items, single = listed(conditions)
+        items, single = listed(conditions, 2 if kind == "labels" else 3)
         if kind == "labels":
             results = self._synthesize(items, noise, samples, seed, names, batch_size, amp)
         else:
