@@ -10,7 +10,9 @@ import sys
 import cv2
 import numpy as np
 import pytest
+import torch
 from PIL import Image
+from safetensors import safe_open
 from test_synthesis_tools import TINY as TINY_SYNTHESIS
 
 import framework
@@ -109,7 +111,14 @@ def test_pix2pix_generates_what_infer_writes_and_round_trips(pix2pix_run, tmp_pa
     images = model.generate(paths)
     for path, image in zip(paths, images):
         assert (image == read_rgb(tmp_path / "out" / path.name)).all()
-    again = framework.load(model.save_pretrained(tmp_path / "model"), device="cpu")
+    folder = model.save_pretrained(tmp_path / "model")
+    with safe_open(str(folder / "model.safetensors"), framework="pt") as weights:  # the EMA generator alone
+        saved = {key: weights.get_tensor(key) for key in weights.keys()}  # noqa: SIM118 (not a dict)
+    ema = model.task.generator_for(None).state_dict()
+    assert saved.keys() == {f"generator.{key}" for key in ema}
+    assert all(torch.equal(saved[f"generator.{key}"], value) for key, value in ema.items())
+    assert ema.keys() and model.task.generator_for(None) is not model.task.generator  # the run kept an EMA copy
+    again = framework.load(folder, device="cpu")
     for before, after in zip(images, again.translate([read_rgb(path) for path in paths])):
         assert (before == after).all()
     assert no_network == []
