@@ -16,6 +16,7 @@ from safetensors import safe_open
 from test_synthesis_tools import TINY as TINY_SYNTHESIS
 
 import framework
+from framework.errors import ConfigError
 from support import REPO, call_tool, code_blocks
 
 SPADE = REPO / "configs/synthesis/spade_textures.yaml"
@@ -139,6 +140,9 @@ def test_synthesis_draws_what_infer_writes_and_round_trips(spade_run, tmp_path, 
     for name, images in zip(maps, draws):
         for k, image in enumerate(images):
             assert (image == read_rgb(tmp_path / "out" / f"{name}_{k}.png")).all()
+    with pytest.raises(ConfigError) as error:
+        model.generate([maps["x"], np.full((8, 8), 7, np.uint8)])
+    assert str(error.value) == "conditions[1] holds label 7, not a class of this task (0..6, or 255 for don't-care)"
     single = model.generate(maps["x"], samples=2, seed=3, names=["x"])  # one H x W map: one result
     assert all((a == b).all() for a, b in zip(single, draws[0]))
     again = framework.load(model.save_pretrained(tmp_path / "model"), device="cpu")

@@ -4,6 +4,7 @@ parts without huggingface_hub, and with it without any network."""
 import shutil
 import sys
 
+import numpy as np
 import pytest
 import yaml
 from test_api import no_network  # noqa: F401 (a fixture)
@@ -65,11 +66,17 @@ def test_a_run_folder_without_its_config_and_a_checkpoint_without_one(unet_run, 
     assert framework.load(checkpoint, device="cpu", config=unet_run.config).classes[0] == "background"
 
 
-def test_the_wrong_call_for_the_task(unet_folder):
+def test_the_wrong_call_or_input_for_the_task(unet_folder):
     model = framework.load(unet_folder, device="cpu")
     with pytest.raises(ConfigError) as error:
         model.generate(num=2)
     assert one_line(error) == "generate: SegmentationTask segments images; use predict"
+    with pytest.raises(ConfigError) as error:
+        model.predict(np.zeros((32, 32), np.uint8))
+    assert one_line(error) == "images: expected H x W x 3 arrays, got shape (32, 32)"
+    with pytest.raises(ConfigError) as error:
+        model.predict(np.zeros((32, 32, 3), np.uint8), batch_size=0)
+    assert one_line(error) == "batch_size: expected an integer >= 1, got 0"
 
 
 def test_without_huggingface_hub_the_hub_parts_say_to_install_the_extra(unet_folder, tmp_path, monkeypatch):

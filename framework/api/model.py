@@ -31,6 +31,8 @@ def autocast(device: torch.device, enabled: bool):
 def same_size_batches(items: Iterable, batch_size: int, read) -> Iterator[list[tuple[object, np.ndarray]]]:
     """Consecutive items whose `read(item)` arrays share a shape, `batch_size` at most, as
     [(item, array)]: one forward pass each, and the results stay in the items' order."""
+    if not isinstance(batch_size, int) or batch_size < 1:
+        raise ConfigError(f"batch_size: expected an integer >= 1, got {batch_size!r}")
     batch: list[tuple[object, np.ndarray]] = []
     for item in items:
         array = read(item)
@@ -57,10 +59,10 @@ def as_image(image, channels: int = 3) -> np.ndarray:
 
 def listed(inputs, item_dims: int = 3) -> tuple[list, bool]:
     """(the inputs as a list, whether one input was given rather than a list of them). An array
-    of `item_dims` dimensions is one input (an H x W x C image; an H x W label map with 2), one
-    of more is a stack of them."""
+    of `item_dims` + 1 dimensions is a stack of inputs (N x H x W x C images; N x H x W label maps
+    with item_dims 2), any other one input (whose shape is then checked)."""
     single = isinstance(inputs, (str, Path)) or hasattr(inputs, "convert") or (
-        isinstance(inputs, np.ndarray) and inputs.ndim == item_dims)
+        isinstance(inputs, np.ndarray) and inputs.ndim != item_dims + 1)
     return ([inputs] if single else list(inputs)), single
 
 
@@ -93,12 +95,13 @@ class Model:
         return None if palette is None else palette.cpu().numpy()
 
     def colorize(self, mask: np.ndarray) -> np.ndarray:
-        """H x W class ids -> H x W x 3 uint8 colours of `palette` (the ignore index black)."""
+        """H x W class ids -> H x W x 3 uint8 colours of `palette` (the ignore index, and any id
+        that is no class, white: as the tools' panels show them)."""
         from framework.visualization.palette import colorize
 
         colours = colorize(torch.as_tensor(np.asarray(mask)).long(), self.task.palette.cpu(),
                            getattr(self.task, "ignore_index", None))
-        return colours.permute(1, 2, 0).numpy() if colours.shape[0] == 3 else colours.numpy()
+        return colours.movedim(-3, -1).numpy()
 
     # segmentation ------------------------------------------------------------------------------
 
