@@ -91,7 +91,7 @@ def read_input(model: Model):
 
 
 def segment(model: Model, settings, paths, args, output: Path, bar) -> None:
-    predictor = model.task.predictor(settings)
+    predictor = model.predictor(settings)
     palette = model.palette
     (output / "masks").mkdir(parents=True, exist_ok=True)
     (output / "overlays").mkdir(parents=True, exist_ok=True)
