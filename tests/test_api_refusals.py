@@ -109,3 +109,24 @@ def test_a_hub_name_is_read_from_the_local_cache_only(unet_folder, tmp_path, mon
     (repo / "refs/main").write_text("0123abc")
     assert framework.load("someone/shapes", device="cpu").classes == framework.load(unet_folder).classes
     assert no_network == []
+
+
+def test_push_to_hub_uploads_the_model_folder(unet_folder, tmp_path, monkeypatch, no_network):  # noqa: F811
+    hub = pytest.importorskip("huggingface_hub")
+    calls = []
+    monkeypatch.setattr(hub, "create_repo", lambda repo, **options: calls.append(("create", repo, options)))
+
+    def upload_folder(repo_id, folder_path, **options):  # what would be sent, kept
+        shutil.copytree(folder_path, tmp_path / "sent")
+        calls.append(("upload", repo_id, options))
+        return f"https://huggingface.co/{repo_id}"
+
+    monkeypatch.setattr(hub, "upload_folder", upload_folder)
+    model = framework.load(unet_folder, device="cpu")
+    url = model.push_to_hub("someone/shapes", private=True, commit_message="first")
+    assert url == "https://huggingface.co/someone/shapes"
+    assert calls == [("create", "someone/shapes", {"exist_ok": True, "token": None, "private": True}),
+                     ("upload", "someone/shapes", {"commit_message": "first"})]
+    assert sorted(p.name for p in (tmp_path / "sent").iterdir()) == ["README.md", "config.yaml", "model.safetensors"]
+    assert framework.load(tmp_path / "sent", device="cpu").classes == model.classes
+    assert no_network == []
