@@ -27,6 +27,8 @@ setup(
         # encoder: timm:<name> (framework/models/encoders/timm_encoders.py); timm >= 1.0 has forward_intermediates;
         # huggingface_hub (timm's own dependency) finds `encoder_weights: timm` in its local cache
         "timm": ["timm>=1.0", "huggingface_hub>=0.20"],
+        # framework.load("user/name") from the local Hub cache and Model.push_to_hub (framework/api/folder.py)
+        "hub": ["huggingface_hub>=0.20"],
         # the documentation site (mkdocs.yml): plain mkdocs and its built-in theme, no plugins
         "docs": ["mkdocs>=1.6"],
         # tests/test_docs.py builds the site with --strict, so dev needs mkdocs too

@@ -43,6 +43,9 @@ MAY_IMPORT: dict[str, set[str]] = {
     "engine": {"__init__", "errors", "registry", "serialization", "config", "dist", "data", "models", "losses",
                "metrics", "visualization", "inference", "analysis", "tasks", "optim", "checkpoint", "weights",
                "runtime"},
+    # the Python API (framework.load, train, evaluate): above the engine, as the tools are
+    "api": {"__init__", "errors", "config", "dist", "data", "engine", "inference", "metrics", "tasks", "visualization",
+            "checkpoint", "runtime"},
     # seeds x configs (tools/compare.py): runs are separate training processes, so not the engine
     "comparison": {"__init__", "errors", "registry", "config", "metrics", "checkpoint"},
 }

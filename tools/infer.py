@@ -27,18 +27,16 @@ import time
 from pathlib import Path
 
 import numpy as np
-import torch
 from tqdm import tqdm
 
+from framework.api.model import DEFAULT_NUM, Model, as_image, same_size_batches
 from framework.config.rules import integer, number
 from framework.config.schema import SEED_MAX
-from framework.data.channels import read_channels_image
-from framework.data.folder import list_inputs, read_rgb_image
+from framework.data.folder import list_inputs
 from framework.engine.build import select_device
 from framework.engine.trained import load_trained_task
 from framework.errors import ConfigError
-from framework.inference.arrays import rgb_view, to_tensor, to_uint8
-from framework.inference.noise import item_noise
+from framework.inference.arrays import rgb_view, to_uint8
 from framework.inference.result_files import (
     distinct_inputs,
     draw_file,
@@ -52,7 +50,6 @@ from framework.runtime.overwrite import refuse_writing_over_inputs
 from framework.tasks.base import GeneratorTask
 from framework.visualization.masks import overlay, write_index_mask, write_rgb
 
-DEFAULT_NUM = 16
 # Options read by one kind of task only (None when not given): given to another, they would be ignored.
 SEGMENTATION_OPTIONS = {"--mode": "mode", "--crop": "crop", "--stride": "stride", "--tile-batch": "tile_batch",
                         "--flip": "flip", "--scales": "scales"}
@@ -86,66 +83,48 @@ def parse_args() -> argparse.ArgumentParser:
     return parser
 
 
-def same_size_batches(paths: list[Path], batch_size: int, channels: int = 3, read=None):
-    """Consecutive images of one size, `batch_size` at most, as (paths, H x W x channels arrays):
-    RGB, or N-channel files (framework/data/channels.py) for a network trained on N channels, or
-    what `read(path)` returns (label maps)."""
-    batch: list[tuple[Path, np.ndarray]] = []
-    for path in paths:
-        if read is not None:
-            image = read(path)
-        else:
-            image = read_rgb_image(str(path)) if channels == 3 else read_channels_image(str(path), channels)
-        if batch and (len(batch) == batch_size or batch[0][1].shape != image.shape):
-            yield batch
-            batch = []
-        batch.append((path, image))
-    if batch:
-        yield batch
+def read_input(model: Model):
+    """How an --input file is read: as `Model.predict` reads a path (RGB, or N-channel files for a
+    network trained on N channels)."""
+    channels = getattr(model.task, "in_channels", 3)
+    return lambda path: as_image(path, channels)
 
 
-def segment(task, settings, paths, args, device, output: Path, bar) -> None:
-    predictor = task.predictor(settings)
-    palette = task.palette.cpu().numpy()
+def segment(model: Model, settings, paths, args, output: Path, bar) -> None:
+    predictor = model.predictor(settings)
+    palette = model.palette
     (output / "masks").mkdir(parents=True, exist_ok=True)
     (output / "overlays").mkdir(parents=True, exist_ok=True)
-    for batch in same_size_batches(paths, args.batch_size, task.in_channels):
-        images = [image for _, image in batch]
-        with autocast(device, args.amp):
-            labels = predictor.predict(to_tensor(images, device)).cpu().numpy()
-        for (path, image), label in zip(batch, labels):
+    for batch in same_size_batches(paths, args.batch_size, read_input(model)):
+        labels, _ = model.segment_batch(predictor, [image for _, image in batch], args.amp)
+        for (path, image), label in zip(batch, labels.cpu().numpy()):
             mask_file, overlay_file = segmentation_files(output, path)
             write_index_mask(mask_file, label, palette)
             write_rgb(overlay_file, overlay(rgb_view(image), label, palette))
         bar.update(len(batch))
 
 
-def generate(task: GeneratorTask, paths, args, device, output: Path, bar) -> None:
-    from framework.inference.generator import GeneratorPredictor
-
-    predictor = GeneratorPredictor(task.generator_for(args.direction), task.noise_shape)
+def generate(model: Model, paths, args, output: Path, bar) -> None:
+    predictor = model.generator(args.direction)
     output.mkdir(parents=True, exist_ok=True)
-    if task.conditioning == "labels":
-        synthesize(task, paths, args, device, output, bar)
+    if model.task.conditioning == "labels":
+        synthesize(model, paths, args, output, bar)
         return
-    if task.conditioning == "noise":
+    if model.task.conditioning == "noise":
         for first in range(0, args.num, args.batch_size):
-            noise = predictor.noise(min(args.batch_size, args.num - first), args.seed, device, first)
-            with autocast(device, args.amp):
-                images = predictor.sample(noise)
+            images = model.sample_batch(predictor, first, min(args.batch_size, args.num - first), args.seed, args.amp)
             for i, image in enumerate(images, start=first):
                 write_rgb(sample_file(output, i), to_uint8(image))
             bar.update(len(images))
         return
-    for batch in same_size_batches(paths, args.batch_size):
-        with autocast(device, args.amp):
-            images = predictor.translate(to_tensor([image for _, image in batch], device))
+    for batch in same_size_batches(paths, args.batch_size, as_image):
+        images = model.translate_batch(predictor, [image for _, image in batch], args.amp)
         for (path, _), image in zip(batch, images):
             write_rgb(translation_file(output, path), to_uint8(image))
         bar.update(len(batch))
 
 
-def synthesize(task: GeneratorTask, paths, args, device, output: Path, bar) -> None:
+def synthesize(model: Model, paths, args, output: Path, bar) -> None:
     """Label maps (index PNGs: pixel values are class ids) -> --samples images each: <name>.png, or
     <name>_<k>.png for several draws, batched by size (maps of mixed sizes are fine). Draw k's noise
     for a map comes from (--seed, k, <name>) alone (framework/inference/noise.py): the same image
@@ -153,32 +132,16 @@ def synthesize(task: GeneratorTask, paths, args, device, output: Path, bar) -> N
     from framework.data.folder import read_index_mask
 
     def read_classes(path: Path) -> np.ndarray:
-        labels = read_index_mask(str(path))
-        wrong = np.unique(labels[(labels >= task.num_classes) & (labels != task.ignore_index)])
-        if wrong.size:
-            raise ConfigError(f"--input: {path} holds label {int(wrong[0])}, not a class of this task "
-                              f"(0..{task.num_classes - 1}, or {task.ignore_index} for don't-care)")
-        return labels
+        return model.check_labels(read_index_mask(str(path)), f"--input: {path}")
 
-    module, _, _ = task.deployable(args.direction)
-    module.to(device)
-    for batch in same_size_batches(paths, args.batch_size, read=read_classes):
+    for batch in same_size_batches(paths, args.batch_size, read_classes):
         chunk = [path for path, _ in batch]
-        labels = torch.from_numpy(np.stack([labels for _, labels in batch])).to(device).float()
         for draw in range(args.samples):
-            noise = None
-            if task.noise_shape is not None:
-                noise = item_noise(task.noise_shape, args.seed, draw, [path.stem for path in chunk]).to(device)
-            with torch.no_grad(), autocast(device, args.amp):
-                images = module(labels, noise)
+            images = model.synthesis_batch([labels for _, labels in batch], [path.stem for path in chunk], draw,
+                                           args.seed, args.amp)
             for path, image in zip(chunk, images):
                 write_rgb(draw_file(output, path, draw, args.samples), to_uint8(image))
         bar.update(len(chunk))
-
-
-def autocast(device: torch.device, enabled: bool):
-    dtype = torch.float16 if device.type == "cuda" else torch.bfloat16
-    return torch.autocast(device.type, dtype=dtype, enabled=enabled)
 
 
 def check_infer_options(args: argparse.Namespace) -> None:
@@ -225,7 +188,7 @@ def refuse_unused_options(task, args: argparse.Namespace) -> None:
 def main(args: argparse.Namespace) -> None:
     check_infer_options(args)
     device = select_device(args.device)
-    task, _ = load_trained_task(args.config, args.checkpoint, args.overrides, device)
+    task, plain = load_trained_task(args.config, args.checkpoint, args.overrides, device)
     segmentation = not isinstance(task, GeneratorTask)
     if segmentation and args.direction is not None:
         raise ConfigError(f"--direction: {type(task).__name__} has no generators; --direction is for a task that "
@@ -255,9 +218,9 @@ def main(args: argparse.Namespace) -> None:
                                               tile_batch=args.tile_batch, flip=args.flip, scales=args.scales)
         except ValueError as err:
             raise ConfigError(str(err)) from err
-        segment(task, settings, paths, args, device, output, bar)
+        segment(Model(task, plain, device), settings, paths, args, output, bar)
     else:
-        generate(task, paths, args, device, output, bar)
+        generate(Model(task, plain, device), paths, args, output, bar)
     bar.close()
     seconds = time.perf_counter() - start
     print(f"{total} images in {seconds:.2f}s ({total / max(seconds, 1e-9):.2f} images/s) -> {output}")

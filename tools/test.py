@@ -8,24 +8,12 @@ Prints a per-class table and the summary, writes <work_dir>/metrics.json, and wi
 
 import argparse
 import json
-import logging
 import math
 from pathlib import Path
 
-from framework.checkpoint import files as ckpt
-from framework.config import default_work_dir, import_custom_modules, load_config, to_plain
-from framework.data.loader import build_dataloader
-from framework.data.sources import folders_read_by
-from framework.engine.build import build_metrics, build_task, select_device
-from framework.engine.evaluation import evaluate
-from framework.engine.label_map_data import check_label_map_data
-from framework.engine.nonfinite import refuse_nonfinite_weights
-from framework.errors import ConfigError
+from framework.api.runs import run_evaluation
 from framework.metrics import is_per_class, json_safe, summary_values
-from framework.metrics.base import fit_metrics_to_dataset
-from framework.runtime.cli import exit_process, pause_collector_for_startup, run, setup_logging, startup_done
-from framework.runtime.overwrite import refuse_writing_over_inputs
-from framework.runtime.threads import apply_threads, usable_cores
+from framework.runtime.cli import exit_process, pause_collector_for_startup, run
 
 
 def parse_args() -> argparse.ArgumentParser:
@@ -61,53 +49,16 @@ def format_table(metrics: dict[str, float]) -> str:
 
 
 def main(args: argparse.Namespace) -> None:
-    cfg = load_config(args.config, args.overrides)
-    work_dir = args.work_dir or cfg.work_dir or default_work_dir(args.config)
-    import_custom_modules(cfg)
-    plain = to_plain(cfg)
-    device = select_device(plain["device"])
-    section = plain["data"].get("test") or plain["data"].get("val")
-    if section is None:
-        raise ConfigError("data.test / data.val: the config has no evaluation data")
-    state = ckpt.load_checkpoint(args.checkpoint)  # refuses anything but a training checkpoint
-    refuse_nonfinite_weights(state["task"], str(args.checkpoint))
-    task = build_task(plain, device)
-    ckpt.load_task_weights(task, state, args.checkpoint)
-    setup_logging(work_dir, "test.log")  # the work dir is only written once the checkpoint fits
-    logging.getLogger("framework").info(apply_threads(plain["threads"]))
-    section_path = "data.test" if plain["data"].get("test") else "data.val"
-    loader = build_dataloader(section, section_path, train=False, device=device, cores=usable_cores()[0])
-    check_label_map_data(task, loader, section_path, training=False)  # before --show-dir's first image
-    if args.show_dir:  # its pictures are named like the samples: never in a folder the data comes from
-        data = [(f"{section_path}.dataset", folder) for folder in folders_read_by(loader.dataset)]
-        refuse_writing_over_inputs("--show-dir", args.show_dir, data,
-                                   other_reads=[("--config", args.config), ("--checkpoint", args.checkpoint)])
-    metrics = build_metrics(plain)
-    fit_metrics_to_dataset(metrics, loader.dataset, f"{section_path}.dataset")
+    def report(results: dict, state: dict, work_dir: str) -> None:
+        print(format_table(results))
+        Path(work_dir).mkdir(parents=True, exist_ok=True)
+        out = Path(work_dir) / "metrics.json"
+        record = {"checkpoint": str(args.checkpoint), "iter": state.get("meta", {}).get("iter"),
+                  **json_safe(results)}
+        out.write_text(json.dumps(record, indent=2) + "\n")
+        print(f"metrics written to {out}")
 
-    def save(i, batch, outputs):
-        if args.show_dir:
-            task.save_visuals(batch, outputs, args.show_dir)
-
-    startup_done()
-    before = show_dir_files(args.show_dir)
-    results = evaluate(task, loader, metrics, device, on_batch=save)
-    print(format_table(results))
-    Path(work_dir).mkdir(parents=True, exist_ok=True)
-    out = Path(work_dir) / "metrics.json"
-    record = {"checkpoint": str(args.checkpoint), "iter": state.get("meta", {}).get("iter"),
-              **json_safe(results)}
-    out.write_text(json.dumps(record, indent=2) + "\n")
-    print(f"metrics written to {out}")
-    if args.show_dir and show_dir_files(args.show_dir) == before:  # a task's save_visuals that writes nothing
-        raise ConfigError(f"--show-dir {args.show_dir}: {type(task).__name__}'s save_visuals wrote no file there")
-
-
-def show_dir_files(folder: str | None) -> dict[Path, int]:
-    """{file: its modification time} under `folder` (compared before and after: was anything written?)."""
-    if not folder or not Path(folder).is_dir():
-        return {}
-    return {path: path.stat().st_mtime_ns for path in Path(folder).rglob("*") if path.is_file()}
+    run_evaluation(args.config, args.checkpoint, args.overrides, args.work_dir, args.show_dir, on_results=report)
 
 
 if __name__ == "__main__":

@@ -17,22 +17,12 @@ refused where it cannot, unless --allow-new-world-size.
 """
 
 import argparse
-import gc
-import logging
 import os
 
 # Only what reads and validates the config is imported up front (no torch): `--help` and a
-# config mistake answer in well under two seconds. torch comes with the engine, in main().
-from framework.config import default_work_dir, load_config
-from framework.errors import ConfigError
-from framework.runtime.cli import (
-    exit_process,
-    log_file_only,
-    pause_collector_for_startup,
-    run,
-    setup_logging,
-    startup_done,
-)
+# config mistake answer in well under two seconds. torch comes with the engine, in run_training.
+from framework.api.runs import run_training
+from framework.runtime.cli import exit_process, pause_collector_for_startup, run
 
 
 def parse_args() -> argparse.ArgumentParser:
@@ -56,52 +46,9 @@ def main(args: argparse.Namespace) -> int:
         # `--resume key=value ...`: argparse took the first override as the checkpoint path.
         args.overrides.insert(0, args.resume)
         args.resume = True
-    if args.resume and args.overwrite:
-        raise ConfigError("--resume and --overwrite together: --resume continues the run in the work dir, "
-                          "--overwrite moves it aside to start a new one; give one of them")
-    notes: list[str] = []
-    cfg = load_config(args.config, args.overrides, notes)
-    cfg.work_dir = args.work_dir or cfg.work_dir or default_work_dir(args.config)
-    from framework.dist import check_launch_environment, destroy_distributed, init_distributed, is_main
-    from framework.engine.build import build_trainer, select_device
-    from framework.engine.resume import auto_resume_enabled, require_run_to_resume
-    from framework.runtime.workdir import claim_work_dir
-
-    if args.resume is True:  # before the work dir is claimed, which may move an untrained start aside
-        require_run_to_resume(cfg.work_dir)
-    resuming = bool(args.resume) or auto_resume_enabled(cfg.auto_resume)
-    trainer = None
-    try:
-        check_launch_environment()  # RANK, LOCAL_RANK...: one line naming a bad one, before anything reads them
-        select_device(cfg.device)  # a device this machine lacks: a config error before NCCL's set-up fails on it
-        from_slurm = init_distributed(cfg.dist.backend, cfg.dist.timeout, cfg.device,  # the one owner of the group
-                                      cfg.dist.startup_timeout)
-        setup_logging(main_process=is_main())  # the console first: the work dir may be refused
-        if from_slurm:
-            logging.getLogger("framework").info(
-                f"srun: {from_slurm['WORLD_SIZE']} processes from SLURM_* variables, master "
-                f"{from_slurm['MASTER_ADDR']}:{from_slurm['MASTER_PORT']}")
-        with claim_work_dir(cfg.work_dir, resuming, args.overwrite, main_process=is_main()) as notices:
-            setup_logging(cfg.work_dir, main_process=is_main())
-            for notice in notices:  # shown on the console already: into train.log too
-                log_file_only(notice)
-            for note in notes:  # e.g. base keys dropped by a change of type, logged on rank 0
-                logging.getLogger("framework").info(f"config: {note}")
-            trainer = build_trainer(cfg, cfg.work_dir, resume=args.resume, overrides=args.overrides,
-                                    allow_new_world_size=args.allow_new_world_size)
-            startup_done()
-            trainer.fit()
-        stopped_early = trainer.stop_signal is not None and trainer.iter < trainer.max_iters
-        # Not 0: a script running `train.py && test.py` must not take a stopped run for a finished one.
-        return 128 + trainer.stop_signal if stopped_early else 0
-    finally:
-        # DDP wrappers hold the process group: free them (and the reference cycles around them)
-        # first, so the group is torn down here and not during interpreter shutdown, where
-        # gloo's teardown aborted a finished rank with SIGABRT in ~3% of 2-process runs.
-        del trainer
-        gc.unfreeze()  # start-up's objects too (startup_done froze them): the trainer is one
-        gc.collect()
-        destroy_distributed()
+    code, _ = run_training(args.config, args.overrides, args.work_dir, args.resume, args.overwrite,
+                           args.allow_new_world_size)
+    return code
 
 
 def entry() -> int:

@@ -56,7 +56,11 @@ class SegmentationPredictor:
     @torch.no_grad()
     def predict(self, images: torch.Tensor) -> torch.Tensor:
         """N x H x W class ids (one logit channel: a binary segmenter, logit > 0)."""
-        logits = self.logits(images)
+        return self.labels(self.logits(images))
+
+    @staticmethod
+    def labels(logits: torch.Tensor) -> torch.Tensor:
+        """N x C x H x W logits -> N x H x W class ids: the argmax, or logit > 0 for one channel."""
         if logits.shape[1] == 1:
             return (logits[:, 0] > 0).long()
         return logits.argmax(dim=1)

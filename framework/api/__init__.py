@@ -1,0 +1,82 @@
+"""The Python API (docs/python-api.md): `load` a trained model (a run folder, a checkpoint, a model
+folder or a Hub name in the local cache) as a `Model` that predicts or generates; `train` and
+`evaluate` runs as tools/train.py and tools/test.py do. Re-exported as `framework.load`, ...
+
+Owns: `Model` and the batch functions tools/infer.py shares with it (`model.py`), model folders and
+the Hub (`folder.py`), the model card (`card.py`), training and evaluation runs (`runs.py`, the
+body of tools/train.py and tools/test.py).
+May import: __init__, errors, config, dist, data, engine, inference, metrics, tasks, visualization, checkpoint,
+runtime.
+
+Nothing here imports torch until it is called: tools/train.py imports `runs` before its config is
+read, and `import framework` stays cheap.
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+__all__ = ["Model", "load", "train", "evaluate"]
+
+
+def load(path, device=None, config=None, num_classes: int | None = None):
+    """A `Model` from `path`: a run folder (config.yaml + checkpoints/best.pth, else the latest),
+    a training checkpoint (its run's config.yaml, or `config`), a model folder (save_pretrained),
+    or "user/name" of the Hugging Face Hub cache (read locally, never downloaded). `device`: "cpu",
+    "cuda", ... (default: auto). `num_classes`: refuse a model with another number of classes."""
+    from framework.api.card import final_metrics
+    from framework.api.folder import check_class_count, hub_cache_folder, is_model_folder, read_model_folder
+    from framework.api.model import Model
+    from framework.checkpoint.run_folder import BEST, read_latest
+    from framework.engine.build import select_device
+    from framework.engine.trained import load_trained_task
+    from framework.errors import CheckpointError
+
+    device = select_device(str(device) if device is not None else "auto")
+    path = Path(path)
+    if not path.exists():
+        path = hub_cache_folder(str(path))
+    run_dir = None
+    if path.is_dir() and is_model_folder(path):
+        task, plain, metrics = read_model_folder(path, device)
+    else:
+        if path.is_dir():
+            run_dir, checkpoint = path, path / "checkpoints" / BEST
+            if not checkpoint.is_file():
+                checkpoint = read_latest(path / "checkpoints")
+            if checkpoint is None:
+                raise CheckpointError(f"{path}: a run folder without a checkpoint (checkpoints/best.pth or latest)")
+        else:
+            run_dir, checkpoint = path.parent.parent, path  # <run>/checkpoints/<name>.pth
+        config = Path(config) if config is not None else run_dir / "config.yaml"
+        if not config.is_file():
+            raise CheckpointError(f"{path}: no config.yaml in its run folder {run_dir}; pass load(..., config=FILE)")
+        task, plain = load_trained_task(str(config), str(checkpoint), (), device)
+        metrics = final_metrics(run_dir)
+    check_class_count(task, num_classes, path)
+    return Model(task, plain, device, source=run_dir, metrics=metrics)
+
+
+def train(config, overrides=None, work_dir=None, resume=None, overwrite: bool = False) -> dict:
+    """Train `config` (a YAML file) with `overrides` ("key=value" strings) into `work_dir`, as
+    tools/train.py does; the run's final evaluation (its last metrics.jsonl record; {} without one)."""
+    from framework.api.card import final_metrics
+    from framework.api.runs import run_training
+
+    _, work_dir = run_training(config, overrides or (), work_dir, resume, overwrite)
+    return final_metrics(Path(work_dir))
+
+
+def evaluate(config, checkpoint, overrides=None, show_dir=None) -> dict:
+    """The metrics of `checkpoint` on the config's data.test (else data.val), as tools/test.py
+    computes them (no file written unless `show_dir`)."""
+    from framework.api.runs import run_evaluation
+
+    return run_evaluation(config, checkpoint, overrides or (), show_dir=show_dir, log_file=False)
+
+
+def __getattr__(name: str):
+    if name == "Model":  # torch comes with it: imported on first use
+        return importlib.import_module("framework.api.model").Model
+    raise AttributeError(f"module 'framework.api' has no attribute {name!r}")

@@ -1,0 +1,135 @@
+"""Model folders: config.yaml + model.safetensors + README.md, the Hugging Face Hub's layout.
+
+Only the networks a prediction runs are written (the segmenter's model; each direction's generator,
+its EMA copy where the task keeps one), under `<network>.` prefixes: no optimizer, discriminator or
+loss state. A folder read back builds the task from its config.yaml and loads exactly those
+weights, so it predicts bit-identically to the model it was saved from.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+
+import torch
+import yaml
+
+import framework
+from framework.errors import CheckpointError, ConfigError
+from framework.tasks.base import GeneratorTask
+
+CONFIG, WEIGHTS, CARD = "config.yaml", "model.safetensors", "README.md"
+FORMAT = "segan-model-folder"
+INSTALL_HUB = "pip install -e '.[hub]'"
+
+
+def prediction_networks(task) -> dict[str, torch.nn.Module]:
+    """{prefix: network} of what a prediction runs."""
+    if isinstance(task, GeneratorTask):
+        return {direction or "generator": task.generator_for(direction) for direction in task.directions or (None,)}
+    return {"model": task.model}
+
+
+def save_model_folder(model, folder: Path) -> Path:
+    from safetensors.torch import save_file
+
+    from framework.api.card import model_card
+
+    folder.mkdir(parents=True, exist_ok=True)
+    # clone(): safetensors refuses tensors sharing memory (tied weights, views of one buffer)
+    weights = {f"{prefix}.{key}": value.detach().cpu().clone().contiguous()
+               for prefix, network in prediction_networks(model.task).items()
+               for key, value in network.state_dict().items()}
+    metadata = {"format": FORMAT, "framework_version": framework.__version__, "task": type(model.task).__name__,
+                "metrics": json.dumps(model.metrics)}
+    save_file(weights, str(folder / WEIGHTS), metadata=metadata)
+    (folder / CONFIG).write_text(yaml.safe_dump(model.config, sort_keys=False), encoding="utf-8")
+    (folder / CARD).write_text(model_card(model), encoding="utf-8")
+    return folder
+
+
+def is_model_folder(folder: Path) -> bool:
+    return (folder / WEIGHTS).is_file() or not (folder / "checkpoints").is_dir()
+
+
+def read_model_folder(folder: Path, device: torch.device):
+    """(task with the folder's weights, resolved config, the run's metrics the folder records)."""
+    from safetensors import safe_open
+
+    from framework.engine.trained import load_trained_task
+
+    for name in (CONFIG, WEIGHTS):
+        if not (folder / name).is_file():
+            raise CheckpointError(f"{folder}: not a model folder, it has no {name} (save_pretrained writes "
+                                  f"{CONFIG}, {WEIGHTS} and {CARD}; a run folder holds checkpoints/)")
+    task, plain = load_trained_task(str(folder / CONFIG), None, (), device)
+    with safe_open(str(folder / WEIGHTS), framework="pt") as weights:
+        state = {key: weights.get_tensor(key) for key in weights.keys()}  # noqa: SIM118 (not a dict)
+        metadata = weights.metadata() or {}
+    load_prediction_weights(task, state, folder / WEIGHTS)
+    return task, plain, json.loads(metadata.get("metrics", "{}"))
+
+
+def load_prediction_weights(task, state: dict[str, torch.Tensor], path: Path) -> None:
+    """Load `state` into `prediction_networks(task)`; weights of another architecture are refused
+    naming the first key that does not fit and both shapes (or the key one side lacks)."""
+    expected = {f"{prefix}.{key}": value for prefix, network in prediction_networks(task).items()
+                for key, value in network.state_dict().items()}
+    for key, value in expected.items():
+        if key not in state:
+            raise CheckpointError(f"{path}: weights of another architecture: no {key} {tuple(value.shape)}, "
+                                  "which the config's network has")
+        if state[key].shape != value.shape:
+            raise CheckpointError(f"{path}: weights of another architecture: {key} is {tuple(state[key].shape)} "
+                                  f"in the file, {tuple(value.shape)} in the config's network")
+    extra = [key for key in state if key not in expected]
+    if extra:
+        raise CheckpointError(f"{path}: weights of another architecture: {extra[0]} "
+                              f"{tuple(state[extra[0]].shape)} is in the file, not in the config's network")
+    for prefix, network in prediction_networks(task).items():
+        network.load_state_dict({key[len(prefix) + 1:]: value for key, value in state.items()
+                                 if key.startswith(f"{prefix}.")})
+
+
+def check_class_count(task, num_classes: int | None, source) -> None:
+    if num_classes is None:
+        return
+    found = getattr(task, "num_classes", None)
+    if found is None:
+        raise ConfigError(f"num_classes={num_classes}: {source} is a {type(task).__name__}, which has no classes")
+    if found != num_classes:
+        raise ConfigError(f"num_classes={num_classes}: {source} predicts {found} classes, not {num_classes}")
+
+
+def hub_module(what: str):
+    """huggingface_hub, or a ConfigError saying how to install it."""
+    try:
+        import huggingface_hub
+    except ImportError:
+        raise ConfigError(f"{what} needs huggingface_hub, which is not installed: {INSTALL_HUB}") from None
+    return huggingface_hub
+
+
+def hub_cache_folder(name: str) -> Path:
+    """The local Hugging Face Hub cache's snapshot of repo `name`; never the network (local_files_only)."""
+    try:
+        import huggingface_hub
+    except ImportError:
+        raise CheckpointError(f"{name}: no such file or folder (a Hub name is read from the local Hugging Face "
+                              f"cache, which needs huggingface_hub: {INSTALL_HUB})") from None
+    try:
+        return Path(huggingface_hub.snapshot_download(name, local_files_only=True))
+    except Exception as err:  # not cached, or not a repo name: one line, and nothing downloaded
+        raise CheckpointError(f"{name}: no such file or folder, nor a model in the local Hugging Face cache "
+                              f"(nothing is downloaded: `huggingface-cli download {name}` first)") from err
+
+
+def push_to_hub(model, repo: str, **kwargs) -> str:
+    """Write the model folder to a temporary folder and upload it to Hub repo `repo` (created if needed)."""
+    hub = hub_module("push_to_hub")
+    with tempfile.TemporaryDirectory() as tmp:
+        save_model_folder(model, Path(tmp))
+        private = kwargs.pop("private", None)  # create_repo's; upload_folder takes the rest (token, commit_message)
+        hub.create_repo(repo, exist_ok=True, token=kwargs.get("token"), private=private)
+        return str(hub.upload_folder(repo_id=repo, folder_path=tmp, **kwargs))

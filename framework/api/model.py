@@ -1,0 +1,253 @@
+"""`Model`: a trained task used from Python, and the batch functions tools/infer.py runs too.
+
+tools/infer.py reads files and writes results; the forward passes, their batching and the noise
+of each item are here, so an image from `Model.predict`/`generate` and one from infer.py are
+computed by the same lines (tests/test_api.py checks they are bit-identical).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from framework.errors import ConfigError
+from framework.inference.arrays import to_tensor, to_uint8
+from framework.inference.noise import item_noise
+from framework.inference.segmentation import SegmentationPredictor
+from framework.tasks.base import GeneratorTask
+
+DEFAULT_BATCH = 4
+DEFAULT_NUM = 16  # images generate() draws from noise when not told how many (as tools/infer.py --num)
+
+
+def autocast(device: torch.device, enabled: bool):
+    dtype = torch.float16 if device.type == "cuda" else torch.bfloat16
+    return torch.autocast(device.type, dtype=dtype, enabled=enabled)
+
+
+def same_size_batches(items: Iterable, batch_size: int, read) -> Iterator[list[tuple[object, np.ndarray]]]:
+    """Consecutive items whose `read(item)` arrays share a shape, `batch_size` at most, as
+    [(item, array)]: one forward pass each, and the results stay in the items' order."""
+    if not isinstance(batch_size, int) or batch_size < 1:
+        raise ConfigError(f"batch_size: expected an integer >= 1, got {batch_size!r}")
+    batch: list[tuple[object, np.ndarray]] = []
+    for item in items:
+        array = read(item)
+        if batch and (len(batch) == batch_size or batch[0][1].shape != array.shape):
+            yield batch
+            batch = []
+        batch.append((item, array))
+    if batch:
+        yield batch
+
+
+def as_image(image, channels: int = 3) -> np.ndarray:
+    """A path, a PIL image or an H x W x C uint8 array -> H x W x C array, read as tools/infer.py reads files."""
+    from framework.data.channels import read_channels_image
+    from framework.data.folder import read_rgb_image
+
+    if isinstance(image, (str, Path)):
+        return read_rgb_image(str(image)) if channels == 3 else read_channels_image(str(image), channels)
+    array = np.asarray(image.convert("RGB") if hasattr(image, "convert") else image)
+    if array.ndim != 3 or array.shape[2] != channels:
+        raise ConfigError(f"images: expected H x W x {channels} arrays, got shape {tuple(array.shape)}")
+    return array
+
+
+def listed(inputs, item_dims: int = 3) -> tuple[list, bool]:
+    """(the inputs as a list, whether one input was given rather than a list of them). An array
+    of `item_dims` + 1 dimensions is a stack of inputs (N x H x W x C images; N x H x W label maps
+    with item_dims 2), any other one input (whose shape is then checked)."""
+    single = isinstance(inputs, (str, Path)) or hasattr(inputs, "convert") or (
+        isinstance(inputs, np.ndarray) and inputs.ndim != item_dims + 1)
+    return ([inputs] if single else list(inputs)), single
+
+
+class Model:
+    """A trained task on a device: segmentation (`predict`) or a generator (`generate`, `translate`).
+    Made by `framework.load`; `config` is the resolved config (a plain dict)."""
+
+    def __init__(self, task, config: dict, device: torch.device, source: Path | None = None,
+                 metrics: dict | None = None):
+        self.task, self.config, self.device, self.source = task, config, device, source
+        self.metrics = dict(metrics or {})  # the run's final evaluation, for the model card
+        self._synthesizer = None
+
+    def __repr__(self) -> str:
+        where = f", from {self.source}" if self.source is not None else ""
+        return f"Model({type(self.task).__name__} on {self.device}{where})"
+
+    @property
+    def is_generator(self) -> bool:
+        return isinstance(self.task, GeneratorTask)
+
+    @property
+    def classes(self) -> list[str]:
+        names = getattr(self.task, "class_names", None)
+        return list(names) if names else [str(i) for i in range(getattr(self.task, "num_classes", 0))]
+
+    @property
+    def palette(self) -> np.ndarray | None:
+        palette = getattr(self.task, "palette", None)
+        return None if palette is None else palette.cpu().numpy()
+
+    def colorize(self, mask: np.ndarray) -> np.ndarray:
+        """H x W class ids -> H x W x 3 uint8 colours of `palette` (the ignore index, and any id
+        that is no class, white: as the tools' panels show them)."""
+        from framework.visualization.palette import colorize
+
+        colours = colorize(torch.as_tensor(np.asarray(mask)).long(), self.task.palette.cpu(),
+                           getattr(self.task, "ignore_index", None))
+        return colours.movedim(-3, -1).numpy()
+
+    # segmentation ------------------------------------------------------------------------------
+
+    def predictor(self, settings=None) -> SegmentationPredictor:
+        if self.is_generator:
+            raise ConfigError(f"predict: {type(self.task).__name__} is a GAN; use generate (or translate)")
+        return self.task.predictor(settings)
+
+    def segment_batch(self, predictor: SegmentationPredictor, images: list[np.ndarray], amp: bool = False,
+                      probabilities: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Same-size H x W x C arrays -> (N x H x W class ids, N x classes x H x W probabilities or None)."""
+        with autocast(self.device, amp), torch.no_grad():
+            logits = predictor.logits(to_tensor(images, self.device))
+        labels = predictor.labels(logits)
+        if not probabilities:
+            return labels, None
+        if logits.shape[1] == 1:  # a binary segmenter: P(background), P(foreground)
+            foreground = torch.sigmoid(logits.float())
+            return labels, torch.cat([1 - foreground, foreground], dim=1)
+        return labels, torch.softmax(logits.float(), dim=1)
+
+    def predict(self, images, probabilities: bool = False, batch_size: int = DEFAULT_BATCH, amp: bool = False):
+        """Class-id maps (H x W int64 numpy) of one image or a list (paths, PIL images, H x W x 3
+        uint8 arrays; any sizes), with the config's `inference:` settings; with `probabilities`,
+        (maps, C x H x W float32 probabilities)."""
+        items, single = listed(images)
+        predictor = self.predictor()
+        labels, probs = [], []
+        for batch in same_size_batches(items, batch_size, lambda item: as_image(item, self.task.in_channels)):
+            found, chances = self.segment_batch(predictor, [array for _, array in batch], amp, probabilities)
+            labels += list(found.cpu().numpy())
+            probs += [] if chances is None else list(chances.cpu().numpy())
+        result = (labels, probs) if probabilities else labels
+        if single:
+            return (labels[0], probs[0]) if probabilities else labels[0]
+        return result
+
+    # generators --------------------------------------------------------------------------------
+
+    def generator(self, direction: str | None = None):
+        from framework.inference.generator import GeneratorPredictor
+
+        if not self.is_generator:
+            raise ConfigError(f"generate: {type(self.task).__name__} segments images; use predict")
+        return GeneratorPredictor(self.task.generator_for(self.task.check_direction(direction)),
+                                  self.task.noise_shape)
+
+    def translate_batch(self, predictor, images: list[np.ndarray], amp: bool = False) -> torch.Tensor:
+        with autocast(self.device, amp):
+            return predictor.translate(to_tensor(images, self.device))
+
+    def sample_batch(self, predictor, first: int, count: int, seed: int, amp: bool = False) -> torch.Tensor:
+        """Samples first .. first + count - 1 of `seed` (each from its own noise)."""
+        noise = predictor.noise(count, seed, self.device, first)
+        with autocast(self.device, amp):
+            return predictor.sample(noise)
+
+    def synthesis_batch(self, labels: list[np.ndarray], names: list[str], draw: int, seed: int,
+                        amp: bool = False, noise: torch.Tensor | None = None) -> torch.Tensor:
+        """Draw `draw` from same-size label maps: each map's noise from (seed, draw, its name)."""
+        if self._synthesizer is None:  # the label maps' one-hot encoding and the generator, built once
+            self._synthesizer = self.task.deployable(None)[0].to(self.device)
+        module = self._synthesizer
+        if noise is None and self.task.noise_shape is not None:
+            noise = item_noise(self.task.noise_shape, seed, draw, names)
+        noise = None if noise is None else torch.as_tensor(noise).float().to(self.device)
+        maps = torch.from_numpy(np.stack(labels)).to(self.device).float()
+        with torch.no_grad(), autocast(self.device, amp):
+            return module(maps, noise)
+
+    def check_labels(self, labels: np.ndarray, source: str) -> np.ndarray:
+        """A label map whose values are classes or the ignore index; else a ConfigError naming `source`."""
+        task = self.task
+        wrong = np.unique(labels[(labels >= task.num_classes) & (labels != task.ignore_index)])
+        if wrong.size:
+            raise ConfigError(f"{source} holds label {int(wrong[0])}, not a class of this task "
+                              f"(0..{task.num_classes - 1}, or {task.ignore_index} for don't-care)")
+        return labels
+
+    def generate(self, conditions=None, noise=None, samples: int = 1, seed: int | None = None, num: int | None = None,
+                 names: list[str] | None = None, direction: str | None = None, batch_size: int = DEFAULT_BATCH,
+                 amp: bool = False):
+        """Images (H x W x 3 uint8) from what the generator takes: `conditions` images to translate
+        (pix2pix, CycleGAN with `direction`), label maps (semantic synthesis: `samples` draws each,
+        a list per map when several; `names` key each map's noise as infer.py keys a file by its
+        name, default the file name or the index), or nothing (`num` images from `seed`; or the
+        given `noise`, N x latent x 1 x 1)."""
+        seed = 0 if seed is None else seed
+        predictor = self.generator(direction)
+        kind = self.task.conditioning
+        if kind == "noise":
+            if conditions is not None:
+                raise ConfigError(f"generate: {type(self.task).__name__} generates from noise; it takes no conditions")
+            if noise is not None:
+                with torch.no_grad():
+                    images = predictor.sample(torch.as_tensor(noise).float().to(self.device))
+                return [to_uint8(image) for image in images]
+            count = DEFAULT_NUM if num is None else num
+            return [to_uint8(image) for first in range(0, count, batch_size)
+                    for image in self.sample_batch(predictor, first, min(batch_size, count - first), seed, amp)]
+        if conditions is None:
+            raise ConfigError(f"generate: {type(self.task).__name__} needs conditions ({kind} inputs)")
+        items, single = listed(conditions, 2 if kind == "labels" else 3)
+        if kind == "labels":
+            results = self._synthesize(items, noise, samples, seed, names, batch_size, amp)
+        else:
+            results = [to_uint8(image) for batch in same_size_batches(items, batch_size, as_image)
+                       for image in self.translate_batch(predictor, [array for _, array in batch], amp)]
+        return results[0] if single else results
+
+    def translate(self, images, direction: str | None = None, batch_size: int = DEFAULT_BATCH, amp: bool = False):
+        """Images translated by the generator of `direction` (CycleGAN: "AtoB" or "BtoA")."""
+        return self.generate(images, direction=direction, batch_size=batch_size, amp=amp)
+
+    def _synthesize(self, items: list, noise, samples: int, seed: int, names, batch_size: int, amp: bool) -> list:
+        from framework.data.folder import read_index_mask
+
+        keys = names or [Path(item).stem if isinstance(item, (str, Path)) else str(i) for i, item in enumerate(items)]
+        numbered = list(zip(range(len(items)), items))
+
+        def read(entry):
+            index, item = entry
+            labels = read_index_mask(str(item)) if isinstance(item, (str, Path)) else np.asarray(item)
+            return self.check_labels(labels, f"conditions[{index}]")
+
+        draws: list[list[np.ndarray]] = [[] for _ in items]
+        for batch in same_size_batches(numbered, batch_size, read):
+            indices = [index for (index, _), _ in batch]
+            for draw in range(samples):
+                given = None if noise is None else torch.as_tensor(noise)[indices]
+                images = self.synthesis_batch([labels for _, labels in batch], [keys[i] for i in indices], draw,
+                                              seed, amp, given)
+                for index, image in zip(indices, images):
+                    draws[index].append(to_uint8(image))
+        return [found[0] if samples == 1 else found for found in draws]
+
+    # model folders -----------------------------------------------------------------------------
+
+    def save_pretrained(self, folder) -> Path:
+        """config.yaml + model.safetensors (the weights prediction needs) + README.md (a model card)."""
+        from framework.api.folder import save_model_folder
+
+        return save_model_folder(self, Path(folder))
+
+    def push_to_hub(self, repo: str, **kwargs) -> str:
+        """Upload a model folder to the Hugging Face Hub (needs `pip install -e '.[hub]'`)."""
+        from framework.api.folder import push_to_hub
+
+        return push_to_hub(self, repo, **kwargs)
