@@ -1,6 +1,7 @@
 """Every claimed training feature on every shipped config (configs/ and projects/*/configs), not
-on a test-only config: gradient accumulation with an exact resume, two processes, and bf16 AMP
-where the CPU computes it. Both shipped synthesis configs once crashed at iteration 1 with
+on a test-only config: gradient accumulation with an exact resume here; two processes and bf16 AMP
+where the CPU computes it in tests/test_shipped_features_parallel.py (a file of its own, so that
+the suite's two workers share the configs' runs). Both shipped synthesis configs once crashed at iteration 1 with
 `train.accumulate=2` (their generators' BatchNorm), while accumulation was tested on a config with
 instance norm.
 
@@ -18,8 +19,7 @@ from test_resume import assert_same_state
 from test_tools_walk import SHIPPED, TINY_RUN, config_id, task_class, walk_overrides
 
 from framework.config import load_config, to_plain
-from framework.runtime.precision import cpu_has_native_bf16
-from support import call_tool, run_forked_ranks
+from support import call_tool
 
 ACCUMULATED = ["train.accumulate=2", "deterministic=true", "train.max_iters=2", "train.ckpt_interval=1",
                "metrics=[]", "train.best_metric=null"]
@@ -57,29 +57,6 @@ def test_accumulation_trains_and_resumes_exactly_on_every_shipped_config(config,
     assert result.returncode == 0, result.stderr[-3000:]
     for part in ("task", "optim"):
         assert_same_state(trained(resumed, 2)[part], trained(whole, 2)[part], part)
-
-
-@pytest.mark.parametrize("config", SHIPPED, ids=config_id)
-def test_two_processes_train_every_shipped_config(config, tmp_path):
-    result = run_forked_ranks(2, "train", "--config", config, "--work-dir", tmp_path / "run",
-                              *overrides(config, tmp_path), "metrics=[]", "train.best_metric=null",
-                              folder=tmp_path / "ranks")
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "processes 2" in (tmp_path / "run/train.log").read_text()
-    assert_finite(trained(tmp_path / "run", 1)["task"])
-
-
-@pytest.mark.skipif(not cpu_has_native_bf16(), reason="this CPU emulates bfloat16 (no AMX-BF16 or AVX512-BF16, "
-                    "or ONEDNN_MAX_CPU_ISA caps below them): a step takes 8-9x its float32 time there")
-@pytest.mark.parametrize("config", SHIPPED, ids=config_id)
-def test_bf16_autocast_trains_every_shipped_config(config, tmp_path):
-    result = call_tool("train", "--config", config, "--work-dir", tmp_path / "run", *overrides(config, tmp_path),
-                       "metrics=[]", "train.best_metric=null", "amp.enabled=true", "amp.dtype=bfloat16")
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "precision bfloat16" in (tmp_path / "run/train.log").read_text()
-    state = trained(tmp_path / "run", 1)["task"]
-    assert_finite(state)
-    assert all(v.dtype != torch.bfloat16 for v in state.values())  # weights stay float32
 
 
 def test_every_shipped_config_is_covered():

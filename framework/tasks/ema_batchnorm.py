@@ -109,3 +109,21 @@ class EMABatchNorm(nn.Module):
     def load_state(self, state: dict, device: torch.device) -> None:
         self.labels.clear()
         self.labels.extend(labels.to(device) for labels in state.get("labels", []))
+
+
+class ReestimatedEMAState:
+    """A task mix-in (before GeneratorTask in its bases) for a task with `ema` and `ema_batchnorm`:
+    its `state_dict` holds the EMA generator with re-estimated statistics, as evaluation and export
+    use it (the task's `generator_for` refreshes them), and the remembered batches are each
+    process's own state in the checkpoint (`rank_state_dict`)."""
+
+    def state_dict(self, *args, **kwargs):
+        if self.ema is not None:
+            self.generator_for()
+        return super().state_dict(*args, **kwargs)
+
+    def rank_state_dict(self) -> dict:
+        return {"ema_bn": self.ema_batchnorm.state()} if self.ema_batchnorm.active else {}
+
+    def load_rank_state_dict(self, state: dict) -> None:
+        self.ema_batchnorm.load_state(state.get("ema_bn", {}), next(self.parameters()).device)

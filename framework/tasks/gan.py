@@ -49,13 +49,13 @@ from framework.tasks.adversary import Adversary, check_weight
 from framework.tasks.base import GeneratorTask, average_logs, micro_step, rename_prefix, update_with
 from framework.tasks.discriminator_step import d_input_pair
 from framework.tasks.ema import EMA
-from framework.tasks.ema_batchnorm import BATCHES, EMABatchNorm, check_batches
+from framework.tasks.ema_batchnorm import BATCHES, EMABatchNorm, ReestimatedEMAState, check_batches
 from framework.tasks.replay import random_state, replaying
 from framework.visualization.panels import side_by_side, stack_rows, write_named_pngs
 
 
 @TASKS.register()
-class GANTask(GeneratorTask):
+class GANTask(ReestimatedEMAState, GeneratorTask):
     """A GAN trained with two named optimizers, `generator` and `discriminator`.
 
     gan_loss            vanilla | lsgan | hinge | wgan-gp, or an AdversarialLoss node (framework/losses/gan.py)
@@ -217,18 +217,6 @@ class GANTask(GeneratorTask):
             self.ema["generator"](to_signed(given))
         else:
             self.ema["generator"](torch.randn(len(given), self.latent_dim, 1, 1, generator=draw).to(given.device))
-
-    def state_dict(self, *args, **kwargs):
-        """With the EMA generator's BatchNorm statistics re-estimated first (framework/tasks/ema_batchnorm.py)."""
-        if self.ema is not None:
-            self.generator_for()
-        return super().state_dict(*args, **kwargs)
-
-    def rank_state_dict(self) -> dict:
-        return {"ema_bn": self.ema_batchnorm.state()} if self.ema_batchnorm.active else {}
-
-    def load_rank_state_dict(self, state: dict) -> None:
-        self.ema_batchnorm.load_state(state.get("ema_bn", {}), next(self.parameters()).device)
 
     def network_examples(self, height: int, width: int) -> dict[str, tuple[nn.Module, tuple]]:
         from framework.inference.segmentation import pad_to_multiple

@@ -48,7 +48,7 @@ from framework.registry import TASKS
 from framework.tasks.adversary import Adversary, check_segmenter_outputs, check_weight
 from framework.tasks.base import GeneratorTask, average_logs, micro_step, update_with
 from framework.tasks.ema import EMA
-from framework.tasks.ema_batchnorm import BATCHES, EMABatchNorm, check_batches
+from framework.tasks.ema_batchnorm import BATCHES, EMABatchNorm, ReestimatedEMAState, check_batches
 from framework.tasks.labels_to_image import LabelsToImage
 from framework.tasks.replay import random_state, replaying
 from framework.visualization.palette import colorize, default_palette
@@ -56,7 +56,7 @@ from framework.visualization.panels import side_by_side, stack_rows, write_named
 
 
 @TASKS.register()
-class SemanticSynthesisTask(GeneratorTask):
+class SemanticSynthesisTask(ReestimatedEMAState, GeneratorTask):
     """num_classes, ignore_index   the label maps' classes and don't-care value
     generator          SPADEGenerator (its num_classes, contain_dontcare_label and noise_dim decide
                        what it takes)
@@ -232,19 +232,6 @@ class SemanticSynthesisTask(GeneratorTask):
     def refresh_pass(self, labels: torch.Tensor, draw: torch.Generator) -> None:
         noise = None if self.noise_shape is None else torch.randn(labels.shape[0], *self.noise_shape, generator=draw)
         self.ema["generator"](self.one_hot(labels.long()), None if noise is None else noise.to(labels.device))
-
-    def state_dict(self, *args, **kwargs):
-        """With the EMA generator's BatchNorm statistics re-estimated first: a checkpoint holds it as
-        evaluation and export use it (framework/tasks/ema_batchnorm.py)."""
-        if self.ema is not None:
-            self.generator_for()
-        return super().state_dict(*args, **kwargs)
-
-    def rank_state_dict(self) -> dict:
-        return {"ema_bn": self.ema_batchnorm.state()} if self.ema_batchnorm.active else {}
-
-    def load_rank_state_dict(self, state: dict) -> None:
-        self.ema_batchnorm.load_state(state.get("ema_bn", {}), self.palette.device)
 
     def generator_inputs(self, batch: int, height: int, width: int, seed: int = 0) -> tuple[torch.Tensor, ...]:
         """(one-hot map of random classes, noise or nothing)."""
