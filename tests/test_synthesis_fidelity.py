@@ -8,7 +8,15 @@ import copy
 
 import pytest
 import torch
-from test_synthesis_task import CLASSES, batch, generator, patch_discriminator, segmenter_discriminator, sgd
+from test_synthesis_task import (
+    CLASSES,
+    batch,
+    generator,
+    patch_discriminator,
+    segmenter_discriminator,
+    sgd,
+    whole_and_halves_alike,
+)
 
 import framework  # noqa: F401  (fills the registries)
 from framework.errors import ConfigError
@@ -116,17 +124,7 @@ def test_fresh_noise_with_two_micro_batches_equals_the_whole_batch(mode_seeking_
     # torch.randn draws 16 numbers or more in one call as in two, fewer than 16 alike too, but not across
     # that line: 4 noise channels (4 or 8 numbers a draw), 8 with mode seeking (16 or 32)
     nets = (generator(8 if mode_seeking_weight else 4), patch_discriminator())
-    options = {"fresh_noise_for_g": True, "mode_seeking_weight": mode_seeking_weight}
-    whole = SemanticSynthesisTask(*copy.deepcopy(nets), CLASSES, **options)
-    split = SemanticSynthesisTask(*copy.deepcopy(nets), CLASSES, **options)
-    data = batch()
-    halves = [{key: value[i:i + 1] for key, value in data.items()} for i in range(2)]
-    torch.manual_seed(3)
-    whole_logs = whole.train_iteration([data], sgd(whole))
-    torch.manual_seed(3)
-    split_logs = split.train_iteration(halves, sgd(split))
-    for (name, a), b in zip(whole.named_parameters(), split.parameters()):
-        torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-6, msg=named(name))
+    whole_logs, split_logs = whole_and_halves_alike(nets, fresh_noise_for_g=True, mode_seeking_weight=mode_seeking_weight)
     for key in ("loss_d", "loss_g", *(["loss_g_ms"] if mode_seeking_weight else [])):
         torch.testing.assert_close(split_logs[key], whole_logs[key], rtol=1e-4, atol=1e-6, msg=named(key))
 

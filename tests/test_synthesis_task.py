@@ -229,16 +229,9 @@ def test_the_defaults():
     assert torch.equal(task.palette, torch.from_numpy(framework.visualization.palette.default_palette(CLASSES)))
 
 
-@pytest.mark.parametrize("mode_seeking_weight", [0.0, 0.5])
-def test_two_micro_batches_equal_the_whole_batch_in_process(mode_seeking_weight):
-    """Every D micro-batch and the D step, then every G micro-batch with its fake drawn again under
-    the same random state, and the G step: what one batch twice as large does (with mode seeking,
-    each map's two noises too)."""
-    torch.manual_seed(0)
-    # 8 noise channels with mode seeking: every draw 16 or 32 numbers, which torch.randn draws alike
-    # in one call or two; below 16 it switches method and micro-batches would draw other noise
-    nets = (generator(8 if mode_seeking_weight else NOISE), patch_discriminator())
-    options = {"feature_matching": FeatureMatchingLoss(10.0), "mode_seeking_weight": mode_seeking_weight}
+def whole_and_halves_alike(nets, **options) -> tuple[dict, dict]:
+    """One iteration of the batch whole and in two micro-batches, from copies of `nets` and the same
+    random state; the parameters checked equal after it; (whole logs, split logs)."""
     whole = SemanticSynthesisTask(*copy.deepcopy(nets), CLASSES, **options)
     split = SemanticSynthesisTask(*copy.deepcopy(nets), CLASSES, **options)
     data = batch()
@@ -249,6 +242,20 @@ def test_two_micro_batches_equal_the_whole_batch_in_process(mode_seeking_weight)
     split_logs = split.train_iteration(halves, sgd(split))
     for (name, a), b in zip(whole.named_parameters(), split.parameters()):
         torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-6, msg=named(name))
+    return whole_logs, split_logs
+
+
+@pytest.mark.parametrize("mode_seeking_weight", [0.0, 0.5])
+def test_two_micro_batches_equal_the_whole_batch_in_process(mode_seeking_weight):
+    """Every D micro-batch and the D step, then every G micro-batch with its fake drawn again under
+    the same random state, and the G step: what one batch twice as large does (with mode seeking,
+    each map's two noises too)."""
+    torch.manual_seed(0)
+    # 8 noise channels with mode seeking: every draw 16 or 32 numbers, which torch.randn draws alike
+    # in one call or two; below 16 it switches method and micro-batches would draw other noise
+    nets = (generator(8 if mode_seeking_weight else NOISE), patch_discriminator())
+    whole_logs, split_logs = whole_and_halves_alike(nets, feature_matching=FeatureMatchingLoss(10.0),
+                                                    mode_seeking_weight=mode_seeking_weight)
     assert ("loss_g_ms" in whole_logs) == bool(mode_seeking_weight)
     for key in ("loss_d", "loss_g", "loss_g_fm", *(["loss_g_ms"] if mode_seeking_weight else [])):
         torch.testing.assert_close(split_logs[key], whole_logs[key], rtol=1e-4, atol=1e-6, msg=named(key))
