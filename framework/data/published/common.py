@@ -132,6 +132,7 @@ class PublishedDataset(_FolderDataset):
     stored_values = ""  # how the stored values are described in a refusal
     label_pattern = ""  # what a label file is, in messages
     published_counts: dict[str, int] = {}  # split -> the published number of samples
+    maps_stored_labels = True  # the stored values are not the classes: tools read masks with read_mask
     split = ""
 
     def _set_paths(self, names: list[str], image_paths: list[str], label_paths: list[str]) -> None:
