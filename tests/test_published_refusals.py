@@ -1,0 +1,156 @@
+"""The published readers' refusals, each one line naming the file and the value (or the expected
+name): label values outside the dataset's range, unpaired image and label files, an empty split,
+labelTrainIds under the labelIds name, RGB colour masks, the full ADE20K release; and what keeps
+them cheap: 20k files listed in under 2 s, no label map held by the dataset."""
+
+import os
+import shutil
+import time
+
+import numpy as np
+import pytest
+from PIL import Image
+
+import framework  # noqa: F401  (fills the registries)
+from framework.data.published.cityscapes import instance_edges
+from framework.data.published.fixture_trees import write_fixture_tree
+from framework.errors import DataError
+from framework.registry import DATASETS
+
+
+@pytest.fixture(scope="module")
+def pristine(tmp_path_factory):
+    out = tmp_path_factory.mktemp("pristine")
+    return {layout: write_fixture_tree(layout, out / layout, samples=3) for layout in ("cityscapes", "ade20k",
+                                                                                    "cocostuff")}
+
+
+@pytest.fixture
+def trees(pristine, tmp_path):
+    """A copy of each tree the test may spoil."""
+    return {layout: shutil.copytree(root, tmp_path / layout / root.name) for layout, root in pristine.items()}
+
+
+def build(kind, root, **extra):
+    return DATASETS.build({"type": kind, "root": str(root), **extra})
+
+
+def save(path, array):
+    Image.fromarray(array).save(path)
+
+
+def test_a_label_value_outside_the_datasets_range_names_the_file_and_value(trees):
+    for kind, value, what in (("Cityscapes", 40, r"the labelIds 0\.\.33 of Cityscapes"),
+                              ("ADE20K", 151, r"ADE20K's 0\.\.150 \(0 = other\)"),
+                              ("COCOStuff", 200, r"COCO-Stuff's ids 0\.\.181 and 255 \(unlabeled\)")):
+        dataset = build(kind, trees[kind.lower()])
+        labels = np.asarray(Image.open(dataset.mask_path(1))).copy()
+        labels[3, 5] = value
+        save(dataset.mask_path(1), labels)
+        with pytest.raises(DataError, match=rf"^{dataset.mask_path(1)}: label value\(s\) \[{value}\] outside {what}$"):
+            dataset[1]
+        dataset[0]  # the others still read
+
+
+def test_unpaired_files_are_named_with_their_counts(trees):
+    root = trees["cityscapes"]
+    labels = sorted((root / "gtFine/train").rglob("*_gtFine_labelIds.png"))
+    for path in labels[:2]:
+        path.unlink()
+    stray = root / "gtFine/train/aachen/aachen_000099_000099_gtFine_labelIds.png"
+    save(stray, np.zeros((4, 4), np.uint8))
+    lone = sorted(p.name[: -len("_gtFine_labelIds.png")] for p in labels[:2])
+    with pytest.raises(DataError, match=rf"\(Cityscapes\): unpaired files: 2 of 3 image\(s\) in {root}/leftImg8bit/train have no "
+                                        rf"\*_gtFine_labelIds.png in {root}/gtFine/train: {lone[0]}, {lone[1]}; 1 of 2 "
+                                        r"label file\(s\) .* have no \*_leftImg8bit.png .*: aachen_000099_000099$"):
+        build("Cityscapes", root)
+
+
+def test_an_empty_split_is_refused_naming_the_folder(trees):
+    images = trees["ade20k"] / "images" / "validation"
+    for path in images.iterdir():
+        path.unlink()
+    with pytest.raises(DataError, match=rf"\(ADE20K\): {images}: no images \(\*\.jpg\): an empty split"):
+        build("ADE20K", trees["ade20k"], split="val")
+
+
+def test_label_train_ids_under_the_label_ids_name_are_refused(trees):
+    dataset = build("Cityscapes", trees["cityscapes"])
+    path = dataset.mask_path(0)
+    train_ids = np.full((32, 64), 255, np.uint8)
+    train_ids[:, :19] = np.arange(19)
+    save(path, train_ids)
+    with pytest.raises(DataError, match=rf"^{path}: holds only \[0, 1, .*, 18, 255\], the values of a labelTrainIds "
+                                        r"map .*label_files: labelTrainIds$"):
+        dataset[0]
+    # a true labelIds map of the same values without 255 is fine (0..18 are labelIds too)
+    save(path, train_ids.clip(0, 18))
+    dataset[0]
+
+
+def test_rgb_colour_masks_are_refused_where_index_maps_are_expected(trees):
+    dataset = build("Cityscapes", trees["cityscapes"])
+    path = dataset.mask_path(0)
+    shutil.copy(path.replace("_labelIds.png", "_color.png"), path)  # the visualisation under the labels' name
+    with pytest.raises(DataError, match=rf"^{path}: an RGB colour image, not an index map; expected "
+                                        r"\*_gtFine_labelIds.png"):
+        dataset[0]
+    ade = build("ADE20K", trees["ade20k"])
+    save(ade.mask_path(2), np.zeros((32, 48, 3), np.uint8))
+    with pytest.raises(DataError, match=rf"^{ade.mask_path(2)}: an RGB colour image, not an index map"):
+        ade[2]
+
+
+def test_colour_files_are_never_read_as_labels(trees):
+    root = trees["cityscapes"]
+    for path in (root / "gtFine/val").rglob("*_gtFine_labelIds.png"):
+        path.unlink()  # only *_color.png (and instanceIds) left beside the images
+    with pytest.raises(DataError, match=r"unpaired files: 3 of 3 image\(s\) .* have no \*_gtFine_labelIds.png"):
+        build("Cityscapes", root, split="val")
+
+
+def test_the_full_ade20k_release_is_refused_as_another_dataset(tmp_path):
+    full = tmp_path / "ADE20K_2021_17_01"
+    (full / "images/ADE/training/urban/street").mkdir(parents=True)
+    save(full / "images/ADE/training/urban/street/ADE_train_00000001_seg.png", np.zeros((4, 4, 3), np.uint8))
+    with pytest.raises(DataError, match=rf"\(ADE20K\): {full}: the full ADE20K release \(.*ADE_train_00000001_seg.png; "
+                                        r".*a different dataset: download ADEChallengeData2016.zip"):
+        build("ADE20K", full)
+    (full / "index_ade20k.pkl").write_bytes(b"")
+    with pytest.raises(DataError, match=r"the full ADE20K release \(.*index_ade20k.pkl"):
+        build("ADE20K", full)
+
+
+def test_synthesis_with_converted_train_ids_is_refused(pristine):
+    with pytest.raises(Exception, match="labelTrainIds has lost the 35 labelIds that labels: synthesis reads"):
+        build("Cityscapes", pristine["cityscapes"], labels="synthesis", label_files="labelTrainIds")
+
+
+def test_twenty_thousand_files_list_in_under_two_seconds_and_no_map_is_held(tmp_path):
+    root = tmp_path / "ADEChallengeData2016"
+    images, annotations = root / "images/training", root / "annotations/training"
+    images.mkdir(parents=True)
+    annotations.mkdir(parents=True)
+    for k in range(1, 20211):  # empty files: listing reads names, not contents
+        os.close(os.open(images / f"ADE_train_{k:08d}.jpg", os.O_CREAT | os.O_WRONLY))
+        os.close(os.open(annotations / f"ADE_train_{k:08d}.png", os.O_CREAT | os.O_WRONLY))
+    start = time.perf_counter()
+    dataset = build("ADE20K", root)
+    assert time.perf_counter() - start < 2.0
+    assert len(dataset) == 20210 and dataset.published_count == 20210
+    held = [name for name, value in vars(dataset).items()
+            if isinstance(value, np.ndarray) and value.dtype.kind != "U" and value.size > 256]
+    assert held == []  # paths (strings) and 256-entry tables only: maps are read one sample at a time
+
+
+def test_instance_edges_match_a_hand_computed_four_neighbour_map():
+    instances = np.array([[1, 1, 2],
+                          [1, 1, 2],
+                          [3, 3, 3]], dtype=np.uint16)
+    expected = np.array([[0, 1, 1],
+                         [1, 1, 1],
+                         [1, 1, 1]], dtype=np.uint8)
+    np.testing.assert_array_equal(instance_edges(instances), expected)
+    np.testing.assert_array_equal(instance_edges(np.full((3, 4), 26000, np.uint16)), np.zeros((3, 4), np.uint8))
+    diagonal = np.array([[5, 6], [6, 5]], dtype=np.uint16)  # every pixel differs from its 4-neighbours
+    np.testing.assert_array_equal(instance_edges(diagonal), np.ones((2, 2), np.uint8))
