@@ -7,7 +7,8 @@ unpaired samples).
 
 Each config is trained once for one iteration, on a few samples (module-scoped: every tool of a
 config shares its run), in-process through call_tool. unet_voc.yaml reads Pascal VOC from disk:
-it is walked on a four-image VOC folder written here."""
+it is walked on a four-image VOC folder written here; the configs on published datasets (Cityscapes,
+ADE20K, VOC trainaug) on fixture trees in their layouts (tests/published_fixtures.py)."""
 
 import json
 from pathlib import Path
@@ -22,6 +23,7 @@ from framework.config import load_config, to_plain
 from framework.config.custom_imports import import_custom_modules
 from framework.registry import TASKS
 from framework.tasks.base import GeneratorTask
+from published_fixtures import published_overrides, reads_published_data
 from support import REPO, call_tool
 
 SHIPPED = sorted([*(REPO / "configs").glob("[!_]*/*.yaml"), *REPO.glob("projects/*/configs/*.yaml")])  # not _base_/
@@ -70,9 +72,10 @@ def walk_overrides(config: Path, tmp: Path, segmentation: bool) -> list[str]:
             overrides.append(f"data.{split}.dataset.num_samples=4")
         if "size" in dataset and segmentation:  # a GAN's generator fixes its image size
             overrides.append(f"data.{split}.dataset.size=32")
-        if dataset["type"] == "VOCSegmentation" and split == "train":
+        if dataset["type"] == "VOCSegmentation" and split == "train" and not reads_published_data(plain):
             write_voc_folder(tmp / "voc")
             overrides.append(f"data.train.dataset.root={tmp / 'voc'}")
+    overrides += published_overrides(plain, tmp)
     model = plain["task"].get("model", {})
     if "encoder_weights" in model:
         overrides.append("task.model.encoder_weights=null")
