@@ -38,3 +38,12 @@ def published_overrides(plain: dict, tmp: Path) -> list[str]:
                       "{type: RandomCrop, height: 32, width: 32}]",
                       "data.val.dataset.pipeline=[{type: SmallestMaxSize, max_size: 32}]"]
     return overrides
+
+
+def sample_size(plain: dict, default: tuple[int, int]) -> tuple[int, int]:
+    """(height, width) of a shrunk synthesis config's samples (a two-scale PatchGAN of 4 layers needs
+    95 pixels a side; browse_dataset's grid is made of them); `default` for other configs."""
+    dataset = plain["data"]["train"]["dataset"]
+    if plain["task"]["type"] != "SemanticSynthesisTask" or dataset["type"] not in SYNTHESIS_SIZE:
+        return default
+    return SYNTHESIS_SIZE[dataset["type"]]

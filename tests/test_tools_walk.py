@@ -23,7 +23,7 @@ from framework.config import load_config, to_plain
 from framework.config.custom_imports import import_custom_modules
 from framework.registry import TASKS
 from framework.tasks.base import GeneratorTask
-from published_fixtures import published_overrides, reads_published_data
+from published_fixtures import published_overrides, reads_published_data, sample_size
 from support import REPO, call_tool
 
 SHIPPED = sorted([*(REPO / "configs").glob("[!_]*/*.yaml"), *REPO.glob("projects/*/configs/*.yaml")])  # not _base_/
@@ -96,6 +96,7 @@ class Walked:
         self.model_overrides = [o for o in self.overrides if o.startswith("task.")]
         self.noise = cfg.task.get("latent_dim") is not None  # a generator from noise (DCGAN)
         self.labels = self.gan and self.task_class.conditioning == "labels"  # semantic synthesis
+        self.size = sample_size(to_plain(cfg), default=(64, 64))  # what analyze_model measures at
         if any(metric["type"] == "SegmenterScore" for metric in to_plain(cfg)["metrics"]):
             # scored by the walk's own segmenter run: the three-command pipeline of the docs
             judge = walked_segmenter(tmp)
@@ -185,7 +186,7 @@ def run_export(run: Walked, tmp: Path) -> None:
 
 def run_analyze_model(run: Walked, tmp: Path) -> None:
     report = tmp / "analysis.json"
-    result = run.tool("analyze_model", *run.args(), "--size", "64", "64", "--json", report, "--depth", "0")
+    result = run.tool("analyze_model", *run.args(), "--size", *map(str, run.size), "--json", report, "--depth", "0")
     assert result.returncode == 0, result.stderr
     networks = json.loads(report.read_text())
     assert networks and all(entry["modules"][0]["params"] > 0 for entry in networks.values())
@@ -197,8 +198,8 @@ def run_browse_dataset(run: Walked, tmp: Path) -> None:
     assert result.returncode == 0, result.stderr
     grid = cv2.imread(str(tmp / "browse" / "grid_000.png"))
     assert grid is not None and grid.shape[0] > 0
-    if run.labels:  # a row per (square) sample: image | colourised label map | overlay
-        assert grid.shape[1] == 3 * grid.shape[0] // 2, grid.shape
+    if run.labels:  # a row per sample: image | colourised label map | overlay
+        assert grid.shape[1] == 3 * grid.shape[0] // 2 * run.size[1] // run.size[0], grid.shape
 
 
 def run_check_dataset(run: Walked, tmp: Path) -> None:
