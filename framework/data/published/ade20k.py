@@ -106,8 +106,7 @@ class ADE20K(PublishedDataset):
         images = files_with_suffix(image_dir, ".jpg")
         annotations = files_with_suffix(label_dir, ".png")
         stems = pair_or_refuse(images, annotations, image_dir, label_dir, "*.jpg", "<stem>.png")
-        self._set_paths(stems, [os.path.join(image_dir, images[s]) for s in stems],
-                        [os.path.join(label_dir, annotations[s]) for s in stems])
+        self._set_paths(stems, image_dir, [images[s] for s in stems], label_dir, [annotations[s] for s in stems])
         self.table = identity_table(STORED_VALUES) if synthesis else SEGMENTATION_TABLE
         self.allowed_values = allowed(STORED_VALUES)
 

@@ -64,7 +64,6 @@ LABEL_ID_TO_TRAIN_ID = lookup_table((label_id, train_id) for _, label_id, train_
 TRAIN_ID_VALUES = (*range(len(TRAIN_CLASSES)), IGNORE)
 LABEL_FILES = {"labelIds": "_gtFine_labelIds.png", "labelTrainIds": "_gtFine_labelTrainIds.png"}
 IMAGE_SUFFIX = "_leftImg8bit.png"
-INSTANCE_SUFFIX = "_gtFine_instanceIds.png"
 
 
 @DATASETS.register()
@@ -98,8 +97,7 @@ class Cityscapes(PublishedDataset):
         images = files_in_subfolders(image_dir, IMAGE_SUFFIX)
         label_files_found = files_in_subfolders(label_dir, suffix)
         stems = pair_or_refuse(images, label_files_found, image_dir, label_dir, f"*{IMAGE_SUFFIX}", f"*{suffix}")
-        self._set_paths(stems, [os.path.join(image_dir, images[s]) for s in stems],
-                        [os.path.join(label_dir, label_files_found[s]) for s in stems])
+        self._set_paths(stems, image_dir, [images[s] for s in stems], label_dir, [label_files_found[s] for s in stems])
         if label_files == "labelTrainIds":
             self.table, self.allowed_values = identity_table(TRAIN_ID_VALUES), allowed(TRAIN_ID_VALUES)
             self.stored_values = "the trainIds 0..18 and 255 of a labelTrainIds file"
@@ -117,9 +115,6 @@ class Cityscapes(PublishedDataset):
                             "*_gtFine_labelIds.png files back, or read converted files with "
                             "label_files: labelTrainIds")
         super().check_stored(path, stored, present)
-
-    def instance_path(self, index: int) -> str:
-        return self.mask_path(index)[: -len(LABEL_FILES[self.label_files])] + INSTANCE_SUFFIX
 
 
 def instance_edges(instance_ids: np.ndarray) -> np.ndarray:

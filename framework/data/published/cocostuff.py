@@ -123,8 +123,7 @@ class COCOStuff(PublishedDataset):
         images = files_with_suffix(image_dir, ".jpg")
         annotations = files_with_suffix(label_dir, suffix, skip=skip)
         stems = pair_or_refuse(images, annotations, image_dir, label_dir, "*.jpg", f"<id>{suffix}")
-        self._set_paths(stems, [os.path.join(image_dir, images[s]) for s in stems],
-                        [os.path.join(label_dir, annotations[s]) for s in stems])
+        self._set_paths(stems, image_dir, [images[s] for s in stems], label_dir, [annotations[s] for s in stems])
         if label_files == "labelTrainIds":
             self.table, self.allowed_values = identity_table(TRAIN_ID_VALUES), allowed(TRAIN_ID_VALUES)
             self.stored_values = "the train ids 0..170 and 255 of a labelTrainIds file"
