@@ -12,7 +12,6 @@ import pytest
 from PIL import Image
 
 import framework  # noqa: F401  (fills the registries)
-from framework.data.published.cityscapes import instance_edges
 from framework.data.published.fixture_trees import write_fixture_tree
 from framework.errors import DataError
 from framework.registry import DATASETS
@@ -142,15 +141,3 @@ def test_twenty_thousand_files_list_in_under_two_seconds_and_no_map_is_held(tmp_
             if isinstance(value, np.ndarray) and value.dtype.kind != "U" and value.size > 256]
     assert held == []  # paths (strings) and 256-entry tables only: maps are read one sample at a time
 
-
-def test_instance_edges_match_a_hand_computed_four_neighbour_map():
-    instances = np.array([[1, 1, 2],
-                          [1, 1, 2],
-                          [3, 3, 3]], dtype=np.uint16)
-    expected = np.array([[0, 1, 1],
-                         [1, 1, 1],
-                         [1, 1, 1]], dtype=np.uint8)
-    np.testing.assert_array_equal(instance_edges(instances), expected)
-    np.testing.assert_array_equal(instance_edges(np.full((3, 4), 26000, np.uint16)), np.zeros((3, 4), np.uint8))
-    diagonal = np.array([[5, 6], [6, 5]], dtype=np.uint16)  # every pixel differs from its 4-neighbours
-    np.testing.assert_array_equal(instance_edges(diagonal), np.ones((2, 2), np.uint8))

@@ -119,14 +119,16 @@ class SPADEGenerator(nn.Module):
     """OASIS's generator: label map (+ 3D noise) -> image in [-1, 1].
 
     forward(labels, noise=None): labels N x C x H x W float one-hot (C = num_classes, + 1 with
-    contain_dontcare_label: `one_hot_labels`), noise N x noise_dim (None when noise_dim is 0).
+    contain_dontcare_label: `one_hot_labels`, + 1 with instance_edges: SPADE's instance-edge map as
+    the last channel), noise N x noise_dim (None when noise_dim is 0).
     num_up_layers + 1 SPADE residual blocks, a 2x nearest upsampling between consecutive ones;
     block i outputs base_channels * min(16, 2**(num_up_layers - i)) channels.
     """
 
     def __init__(self, num_classes: int, contain_dontcare_label: bool = False, image_size: int | Sequence[int] = 256,
                  base_channels: int = 64, num_up_layers: int = 5, noise_dim: int = 64, spectral_norm: bool = True,
-                 out_channels: int = 3, spade_hidden: int = 128, param_free_norm: str = "batch"):
+                 out_channels: int = 3, spade_hidden: int = 128, param_free_norm: str = "batch",
+                 instance_edges: bool = False):
         super().__init__()
         if num_classes < 1:
             raise ValueError(f"num_classes must be >= 1, got {num_classes}")
@@ -139,7 +141,8 @@ class SPADEGenerator(nn.Module):
         self.image_size = (self.start_height * self.size_divisor, self.start_width * self.size_divisor)
         self.num_classes = num_classes
         self.contain_dontcare_label = bool(contain_dontcare_label)
-        self.label_channels = num_classes + int(self.contain_dontcare_label)
+        self.instance_edges = bool(instance_edges)
+        self.label_channels = num_classes + int(self.contain_dontcare_label) + int(self.instance_edges)
         self.noise_dim = noise_dim
         conditioning = self.label_channels + noise_dim
         widths = [base_channels * min(MAX_WIDTH_MULTIPLIER, 2 ** (num_up_layers - i)) for i in range(num_up_layers + 1)]
@@ -154,7 +157,8 @@ class SPADEGenerator(nn.Module):
         if labels.dim() != 4 or labels.shape[1] != self.label_channels:
             raise ValueError(f"labels must be N x {self.label_channels} x H x W one-hot maps "
                              f"(num_classes {self.num_classes}, contain_dontcare_label "
-                             f"{self.contain_dontcare_label}), got shape {tuple(labels.shape)}")
+                             f"{self.contain_dontcare_label}{', instance_edges True' if self.instance_edges else ''}), "
+                             f"got shape {tuple(labels.shape)}")
         if self.noise_dim == 0:
             if noise is not None:
                 raise ValueError("this generator has noise_dim 0 and takes no noise; pass noise=None")

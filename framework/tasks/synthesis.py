@@ -37,6 +37,7 @@ import torch
 from torch import nn
 
 from framework.dist import unwrap
+from framework.errors import ConfigError
 from framework.inference.export import traceable_pad
 from framework.inference.generator import to_signed, to_unit
 from framework.inference.settings import network_size_divisor
@@ -66,6 +67,8 @@ class SemanticSynthesisTask(GeneratorTask):
     labelmix_weight    OASIS's LabelMix consistency weight (10); 0: none. Needs gan_loss: oasis
     mode_seeking_weight   MSGAN's mode-seeking term's weight (MSGAN's 1; the OASIS-style config 0.03); 0: none. Needs noise
     ema_decay, ema_start   the generator's moving average (null: none)
+    instance_edges     SPADE's instance-edge channel after the one-hot map, from the batches' "edges"
+                       (a dataset's `instance_edges: true`, Cityscapes); the generator's own flag too
     """
 
     required_optimizers = ("generator", "discriminator")
@@ -75,7 +78,8 @@ class SemanticSynthesisTask(GeneratorTask):
                  gan_loss="hinge", d_weight: float = 1.0, adv_weight: float = 1.0, r1_weight: float = 0.0,
                  r1_interval: int = 1, d_augment: nn.Module | None = None, feature_matching: nn.Module | None = None,
                  perceptual: nn.Module | None = None, labelmix_weight: float = 0.0,
-                 mode_seeking_weight: float = 0.0, ema_decay: float | None = None, ema_start: int = 0, palette=None):
+                 mode_seeking_weight: float = 0.0, ema_decay: float | None = None, ema_start: int = 0, palette=None,
+                 instance_edges: bool = False):
         super().__init__()
         self.generator, self.discriminator = generator, discriminator
         self.adversary = Adversary(gan_loss, d_weight, adv_weight, r1_weight=r1_weight, r1_interval=r1_interval,
@@ -85,6 +89,10 @@ class SemanticSynthesisTask(GeneratorTask):
             raise ValueError(f"generator.num_classes {generator_classes} differs from the task's num_classes "
                              f"{num_classes}")
         self.num_classes, self.ignore_index = num_classes, ignore_index
+        self.instance_edges = bool(instance_edges)
+        if getattr(unwrap(generator), "instance_edges", False) != self.instance_edges:
+            raise ValueError(f"instance_edges {self.instance_edges} differs from the generator's: both take the "
+                             "instance-edge channel, or neither")
         self.labelmix_weight = check_weight("labelmix_weight", labelmix_weight)
         if self.labelmix_weight and not self.adversary.loss.reads_labels:
             raise ValueError("labelmix_weight: LabelMix needs a segmenter discriminator (gan_loss: oasis)")
@@ -120,6 +128,16 @@ class SemanticSynthesisTask(GeneratorTask):
         generator = unwrap(self.generator)
         return one_hot_labels(labels.long(), self.num_classes, self.ignore_index, generator.contain_dontcare_label)
 
+    def label_input(self, batch: dict) -> torch.Tensor:
+        """What the generator is conditioned on: the one-hot map, and the instance edges with `instance_edges`."""
+        one_hot = self.one_hot(batch["mask"])
+        if not self.instance_edges:
+            return one_hot
+        if "edges" not in batch:
+            raise ConfigError("task.instance_edges: the batches carry no instance edges; set instance_edges: true "
+                              "on the dataset too (Cityscapes with labels: synthesis)")
+        return torch.cat([one_hot, batch["edges"][:, None].to(one_hot.dtype)], dim=1)
+
     def draw_noise(self, count: int, device: torch.device) -> torch.Tensor | None:
         return None if self.noise_shape is None else torch.randn(count, *self.noise_shape, device=device)
 
@@ -129,7 +147,7 @@ class SemanticSynthesisTask(GeneratorTask):
     def train_iteration(self, batches: list[dict], optim) -> dict:
         self.adversary.start_d_step()
         single = len(batches) == 1
-        inputs = [(self.one_hot(batch["mask"]), batch["mask"].long(), to_signed(batch["image"])) for batch in batches]
+        inputs = [(self.label_input(batch), batch["mask"].long(), to_signed(batch["image"])) for batch in batches]
         drawn, d_logs = [], []
         for index, (one_hot, labels, real) in enumerate(inputs):
             with micro_step(optim, index, len(batches)):
@@ -206,7 +224,10 @@ class SemanticSynthesisTask(GeneratorTask):
         draw = torch.Generator().manual_seed(seed)
         labels = torch.randint(0, self.num_classes, (batch, height, width), generator=draw)
         noise = None if self.noise_shape is None else torch.randn(batch, *self.noise_shape, generator=draw)
-        return (self.one_hot(labels),) if noise is None else (self.one_hot(labels), noise)
+        condition = self.one_hot(labels)
+        if self.instance_edges:  # an example input: no instance boundaries
+            condition = torch.cat([condition, torch.zeros_like(condition[:, :1])], dim=1)
+        return (condition,) if noise is None else (condition, noise)
 
     def network_examples(self, height: int, width: int) -> dict[str, tuple[nn.Module, tuple]]:
         generator, inputs = self.generator_for(), self.generator_inputs(1, height, width)
@@ -217,6 +238,9 @@ class SemanticSynthesisTask(GeneratorTask):
 
     def deployable(self, direction: str | None = None):
         generator = self.generator_for(direction)
+        if self.instance_edges:
+            raise ConfigError("task.instance_edges: this generator also takes instance edges, and tools/infer.py and "
+                              "export give it label maps alone; not supported yet")
         return LabelsToImage(generator, self.num_classes, self.ignore_index).eval(), "labels", self.num_classes
 
     def evaluation_noise(self, indices: torch.Tensor, offset: int = 0) -> torch.Tensor | None:
@@ -231,7 +255,7 @@ class SemanticSynthesisTask(GeneratorTask):
 
     def val_step(self, batch: dict) -> dict:
         labels, generator = batch["mask"].long(), self.generator_for()
-        one_hot = self.one_hot(labels)
+        one_hot = self.label_input(batch)
         fake = generator(one_hot, self.evaluation_noise(batch["index"]))
         fake_alt = generator(one_hot, self.evaluation_noise(batch["index"], ALT_SEED))
         return {"fake": to_unit(fake), "fake_alt": to_unit(fake_alt), "real": to_unit(to_signed(batch["image"])),

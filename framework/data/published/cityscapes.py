@@ -19,7 +19,9 @@ import os
 from collections.abc import Sequence
 
 import numpy as np
+import torch
 
+from framework.data.base import split_item
 from framework.data.published.common import (
     IGNORE,
     PublishedDataset,
@@ -29,6 +31,7 @@ from framework.data.published.common import (
     identity_table,
     lookup_table,
     pair_or_refuse,
+    read_label_file,
     require_folder,
     split_folder,
 )
@@ -64,19 +67,25 @@ LABEL_ID_TO_TRAIN_ID = lookup_table((label_id, train_id) for _, label_id, train_
 TRAIN_ID_VALUES = (*range(len(TRAIN_CLASSES)), IGNORE)
 LABEL_FILES = {"labelIds": "_gtFine_labelIds.png", "labelTrainIds": "_gtFine_labelTrainIds.png"}
 IMAGE_SUFFIX = "_leftImg8bit.png"
+INSTANCE_SUFFIX = "_gtFine_instanceIds.png"
 
 
 @DATASETS.register()
 class Cityscapes(PublishedDataset):
     """root: the folder holding leftImg8bit/ and gtFine/; split: train, val or test.
     labels: segmentation (19 trainIds, 255 ignored) or synthesis (the 35 labelIds as they are).
-    label_files: labelIds (as published) or labelTrainIds (converted; segmentation only, same result)."""
+    label_files: labelIds (as published) or labelTrainIds (converted; segmentation only, same result).
+    instance_edges: samples also hold "edges", SPADE's instance-edge map of *_gtFine_instanceIds.png,
+    computed after the pipeline moved the instance ids with the labels (synthesis only)."""
 
     published_counts = {"train": 2975, "val": 500, "test": 1525}
 
     def __init__(self, root: str, split: str = "train", labels: str = "segmentation",
-                 label_files: str = "labelIds", pipeline: Sequence = ()):
+                 label_files: str = "labelIds", pipeline: Sequence = (), instance_edges: bool = False):
         self.labels = check_labels_option(labels)
+        if instance_edges and labels != "synthesis":
+            raise ValueError("instance_edges: SPADE's instance-edge channel is for labels: synthesis")
+        self.instance_edges = bool(instance_edges)
         if label_files not in LABEL_FILES:
             raise ValueError(f"label_files must be labelIds or labelTrainIds, got {label_files!r}")
         if labels == "synthesis" and label_files == "labelTrainIds":
@@ -115,6 +124,23 @@ class Cityscapes(PublishedDataset):
                             "*_gtFine_labelIds.png files back, or read converted files with "
                             "label_files: labelTrainIds")
         super().check_stored(path, stored, present)
+
+    def __getitem__(self, item: int | tuple[int, int]) -> dict:
+        if not self.instance_edges:
+            return super().__getitem__(item)
+        index, seed = split_item(item)
+        image, mask, name = self.load_sample(index)
+        self._check_sample(index, name, image, mask)
+        path = self.mask_path(index)[: -len(LABEL_FILES["labelIds"])] + INSTANCE_SUFFIX
+        instance_ids = read_label_file(path, f"*{INSTANCE_SUFFIX}, 16-bit instance ids")
+        if instance_ids.shape != mask.shape:
+            raise DataError(f"{path}: {instance_ids.shape[0]}x{instance_ids.shape[1]}, its labels "
+                            f"{mask.shape[0]}x{mask.shape[1]}")
+        # uint16 (ids up to 33999) moves through the pipeline as a mask does (nearest, same flips)
+        augmented = self.augment(index, seed, image=image, mask=mask, masks=[instance_ids.astype(np.uint16)])
+        return {"image": self._image_tensor(augmented["image"]), "mask": self._mask_tensor(augmented["mask"]),
+                "edges": torch.from_numpy(instance_edges(np.asarray(augmented["masks"][0]))),
+                "index": index, "name": name}
 
 
 def instance_edges(instance_ids: np.ndarray) -> np.ndarray:
