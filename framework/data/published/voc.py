@@ -34,7 +34,7 @@ VOC_CLASSES = (
     "cow", "diningtable", "dog", "horse", "motorbike", "person", "pottedplant", "sheep", "sofa",
     "train", "tvmonitor",
 )  # fmt: skip
-PUBLISHED_COUNTS = {"train": 1464, "val": 1449, "trainaug": 10582}
+PUBLISHED_COUNTS = {"train": 1464, "val": 1449, "trainval": 2913, "trainaug": 10582}
 SBD_CLASS_VALUES = 21  # SBD's GTcls.Segmentation holds 0..20: no 255 borders
 
 
