@@ -10,7 +10,7 @@ from PIL import Image
 import framework  # noqa: F401  (fills the registries)
 from framework.data.published.cityscapes import instance_edges
 from framework.data.published.fixture_trees import write_fixture_tree
-from framework.errors import ConfigError
+from framework.errors import ConfigError, DataError
 from framework.registry import DATASETS, MODELS, TASKS
 from support import REPO, call_tool
 
@@ -30,6 +30,12 @@ def test_instance_edges_match_a_hand_computed_four_neighbour_map():
     np.testing.assert_array_equal(instance_edges(diagonal), np.ones((2, 2), np.uint8))
     column = np.array([[24001], [24001], [24002]], dtype=np.uint16)  # 16-bit ids, only vertical neighbours
     np.testing.assert_array_equal(instance_edges(column), np.array([[0], [1], [1]], np.uint8))
+    # a boundary near the start of a long row or column: each pixel against its own neighbour only
+    np.testing.assert_array_equal(instance_edges(np.array([[1, 2, 2, 2]])), np.array([[1, 1, 0, 0]], np.uint8))
+    np.testing.assert_array_equal(instance_edges(np.array([[5], [6], [6], [6]])), np.array([[1], [1], [0], [0]]))
+    # left-right edges in every row, none up-down: the second pass keeps the first's
+    np.testing.assert_array_equal(instance_edges(np.array([[1, 2], [1, 2]])), np.ones((2, 2), np.uint8))
+    assert instance_edges(instances).dtype == np.uint8
 
 
 @pytest.fixture(scope="module")
@@ -50,6 +56,33 @@ def test_cityscapes_edges_follow_the_pipeline_with_the_labels(tree):
     assert "edges" not in DATASETS.build({"type": "Cityscapes", "root": str(tree), "labels": "synthesis"})[0]
     with pytest.raises(ConfigError, match="instance_edges: SPADE's instance-edge channel is for labels: synthesis"):
         DATASETS.build({"type": "Cityscapes", "root": str(tree), "instance_edges": True})
+
+
+def test_samples_with_edges_are_the_samples_without_them_plus_the_edges(tree):
+    pipeline = [{"type": "RandomCrop", "height": 24, "width": 40}, {"type": "HorizontalFlip", "p": 0.5}]
+    spec = {"type": "Cityscapes", "root": str(tree), "labels": "synthesis", "pipeline": pipeline}
+    with_edges, plain = DATASETS.build({**spec, "instance_edges": True}), DATASETS.build(spec)
+    for item in ((0, 11), (1, 12), 1):
+        sample, expected = with_edges[item], plain[item]
+        assert sorted(sample) == ["edges", "image", "index", "mask", "name"]
+        for key in ("image", "mask"):
+            torch.testing.assert_close(sample[key], expected[key])
+        assert (sample["index"], sample["name"]) == (expected["index"], expected["name"])
+        assert sample["edges"].shape == sample["mask"].shape and sample["edges"].dtype == torch.uint8
+
+
+def test_an_instance_map_or_image_of_another_size_is_named(tree, tmp_path):
+    import shutil
+
+    root = shutil.copytree(tree, tmp_path / "copy")
+    dataset = DATASETS.build({"type": "Cityscapes", "root": str(root), "labels": "synthesis", "instance_edges": True})
+    instance_path = str(dataset.mask_path(0)).replace("_labelIds.png", "_instanceIds.png")
+    Image.fromarray(np.zeros((16, 64), np.uint16)).save(instance_path)
+    with pytest.raises(DataError, match=rf"^{instance_path}: the instance map is 16x64 but its labels are 32x64$"):
+        dataset[0]
+    Image.fromarray(np.zeros((16, 32, 3), np.uint8)).save(dataset.image_path(1))
+    with pytest.raises(DataError, match=rf"^{dataset.mask_path(1)}: mask is 32x64 but its image is 16x32$"):
+        dataset[1]
 
 
 def tiny_task(generator_edges: bool, task_edges: bool):

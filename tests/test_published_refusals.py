@@ -4,6 +4,7 @@ labelTrainIds under the labelIds name, RGB colour masks, the full ADE20K release
 them cheap: 20k files listed in under 2 s, no label map held by the dataset."""
 
 import os
+import re
 import shutil
 import time
 
@@ -65,6 +66,37 @@ def test_unpaired_files_are_named_with_their_counts(trees):
         build("Cityscapes", root)
 
 
+def test_a_wrong_root_split_or_missing_folder_is_named(trees, tmp_path):
+    root = trees["cityscapes"]
+    with pytest.raises(DataError, match=rf"{tmp_path / 'nowhere'}: folder not found \(Cityscapes root\)$"):
+        build("Cityscapes", tmp_path / "nowhere")
+    with pytest.raises(DataError, match=rf"{root}/leftImg8bit/leftImg8bit/train: folder not found "
+                                        r"\(leftImg8bit/<split> of leftImg8bit_trainvaltest.zip\)$"):
+        build("Cityscapes", root / "leftImg8bit")
+    with pytest.raises(Exception, match=r"split must be one of train, val, test for Cityscapes, got 'testing'$"):
+        build("Cityscapes", root, split="testing")
+    assert len(build("Cityscapes", root, split="test")) == 3 and build("Cityscapes", root).published_count == 2975
+    shutil.rmtree(root / "gtFine" / "val")
+    with pytest.raises(DataError, match=rf"{root}/gtFine/val: folder not found \(gtFine/<split> of "
+                                        r"gtFine_trainvaltest.zip\)$"):
+        build("Cityscapes", root, split="val")
+
+
+def test_converted_files_hold_only_the_converted_values(trees):
+    from framework.data.published.cityscapes import LABEL_ID_TO_TRAIN_ID
+
+    root = trees["cityscapes"]
+    dataset = build("Cityscapes", root, split="val")
+    converted = dataset.mask_path(0).replace("_labelIds.png", "_labelTrainIds.png")
+    for index in range(len(dataset)):
+        labels = np.asarray(Image.open(dataset.mask_path(index)))
+        save(dataset.mask_path(index).replace("_labelIds.png", "_labelTrainIds.png"), LABEL_ID_TO_TRAIN_ID[labels])
+    save(converted, np.full((32, 64), 19, np.uint8))
+    with pytest.raises(DataError, match=rf"^{converted}: label value\(s\) \[19\] outside the trainIds 0\.\.18 and 255 "
+                                        r"of a labelTrainIds file$"):
+        build("Cityscapes", root, split="val", label_files="labelTrainIds")[0]
+
+
 def test_an_empty_split_is_refused_naming_the_folder(trees):
     images = trees["ade20k"] / "images" / "validation"
     for path in images.iterdir():
@@ -79,8 +111,15 @@ def test_label_train_ids_under_the_label_ids_name_are_refused(trees):
     train_ids = np.full((32, 64), 255, np.uint8)
     train_ids[:, :19] = np.arange(19)
     save(path, train_ids)
-    with pytest.raises(DataError, match=rf"^{path}: holds only \[0, 1, .*, 18, 255\], the values of a labelTrainIds "
-                                        r"map .*label_files: labelTrainIds$"):
+    values = ", ".join(str(v) for v in range(19))
+    with pytest.raises(DataError, match=re.escape(
+            f"{path}: holds only [{values}, 255], the values of a labelTrainIds map (trainIds 0..18, 255 ignored), "
+            "not labelIds 0..33: put the published *_gtFine_labelIds.png files back, or read converted files with "
+            "label_files: labelTrainIds") + "$"):
+        dataset[0]
+    train_ids[0, 0] = 19  # a labelId above the trainIds: no trainIds map, and 255 is no labelId
+    save(path, train_ids)
+    with pytest.raises(DataError, match=rf"^{path}: label value\(s\) \[255\] outside the labelIds 0\.\.33 of Cityscapes$"):
         dataset[0]
     # a true labelIds map of the same values without 255 is fine (0..18 are labelIds too)
     save(path, train_ids.clip(0, 18))

@@ -129,6 +129,19 @@ def test_cocostuff_synthesis_reads_the_182_ids_with_255_dont_care(trees):
         np.testing.assert_array_equal(mask, ids)
 
 
+def test_each_dataset_carries_its_names_and_palette(trees):
+    segmentation = DATASETS.build({"type": "Cityscapes", "root": str(trees["cityscapes"])})
+    synthesis = DATASETS.build({"type": "Cityscapes", "root": str(trees["cityscapes"]), "labels": "synthesis"})
+    assert list(zip(segmentation.class_names, segmentation.palette)) == CITYSCAPES_19
+    assert (synthesis.class_names[26], synthesis.palette[26], synthesis.palette[5]) == ("car", (0, 0, 142), (111, 74, 0))
+    ade = DATASETS.build({"type": "ADE20K", "root": str(trees["ade20k"]), "labels": "synthesis"})
+    assert (ade.palette[0], ade.palette[1], ade.class_names[150]) == ((0, 0, 0), (120, 120, 120), "flag")
+    coco = DATASETS.build({"type": "COCOStuff", "root": str(trees["cocostuff"])})
+    assert (coco.palette[0], coco.palette[170], coco.class_names[11]) == ((0, 192, 64), (64, 64, 0), "stop sign")
+    for dataset in (segmentation, synthesis, ade, coco):
+        assert dataset.ignore_index == 255
+
+
 def test_cityscapes_names_and_palette_are_the_published_ones():
     assert list(zip(TRAIN_CLASSES, TRAIN_PALETTE)) == CITYSCAPES_19
     assert len(LABEL_ID_CLASSES) == len(LABEL_ID_PALETTE) == 35

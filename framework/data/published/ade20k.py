@@ -93,7 +93,7 @@ class ADE20K(PublishedDataset):
     label_pattern = "annotations/<split>/<stem>.png, a single-channel map of 0..150"
 
     def __init__(self, root: str, split: str = "training", labels: str = "segmentation", pipeline: Sequence = ()):
-        self.labels = check_labels_option(labels)
+        check_labels_option(labels)
         synthesis = labels == "synthesis"
         super().__init__(pipeline=pipeline, classes=SYNTHESIS_CLASSES if synthesis else ADE20K_CLASSES,
                          palette=SYNTHESIS_PALETTE if synthesis else ADE20K_PALETTE)

@@ -82,7 +82,7 @@ class Cityscapes(PublishedDataset):
 
     def __init__(self, root: str, split: str = "train", labels: str = "segmentation",
                  label_files: str = "labelIds", pipeline: Sequence = (), instance_edges: bool = False):
-        self.labels = check_labels_option(labels)
+        check_labels_option(labels)
         if instance_edges and labels != "synthesis":
             raise ValueError("instance_edges: SPADE's instance-edge channel is for labels: synthesis")
         self.instance_edges = bool(instance_edges)
@@ -115,7 +115,7 @@ class Cityscapes(PublishedDataset):
             self.allowed_values = allowed(range(len(CITYSCAPES_LABELS)))
             self.stored_values = "the labelIds 0..33 of Cityscapes"
 
-    def check_stored(self, path: str, stored: np.ndarray, present: np.ndarray) -> None:
+    def check_stored(self, path: str, present: np.ndarray) -> None:
         if self.label_files == "labelIds" and IGNORE in present and all(v < len(TRAIN_CLASSES) or v == IGNORE
                                                                         for v in present):
             # a labelIds file never holds 255; 0..18 with 255 is a trainIds map under the labelIds name
@@ -123,7 +123,7 @@ class Cityscapes(PublishedDataset):
                             "(trainIds 0..18, 255 ignored), not labelIds 0..33: put the published "
                             "*_gtFine_labelIds.png files back, or read converted files with "
                             "label_files: labelTrainIds")
-        super().check_stored(path, stored, present)
+        super().check_stored(path, present)
 
     def __getitem__(self, item: int | tuple[int, int]) -> dict:
         if not self.instance_edges:
@@ -134,8 +134,8 @@ class Cityscapes(PublishedDataset):
         path = self.mask_path(index)[: -len(LABEL_FILES["labelIds"])] + INSTANCE_SUFFIX
         instance_ids = read_label_file(path, f"*{INSTANCE_SUFFIX}, 16-bit instance ids")
         if instance_ids.shape != mask.shape:
-            raise DataError(f"{path}: {instance_ids.shape[0]}x{instance_ids.shape[1]}, its labels "
-                            f"{mask.shape[0]}x{mask.shape[1]}")
+            raise DataError(f"{path}: the instance map is {instance_ids.shape[0]}x{instance_ids.shape[1]} but its "
+                            f"labels are {mask.shape[0]}x{mask.shape[1]}")
         # uint16 (ids up to 33999) moves through the pipeline as a mask does (nearest, same flips)
         augmented = self.augment(index, seed, image=image, mask=mask, masks=[instance_ids.astype(np.uint16)])
         return {"image": self._image_tensor(augmented["image"]), "mask": self._mask_tensor(augmented["mask"]),

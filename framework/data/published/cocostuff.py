@@ -102,7 +102,7 @@ class COCOStuff(PublishedDataset):
 
     def __init__(self, root: str, split: str = "train", labels: str = "segmentation",
                  label_files: str = "stuffthingmaps", pipeline: Sequence = ()):
-        self.labels = check_labels_option(labels)
+        check_labels_option(labels)
         if label_files not in LABEL_FILES:
             raise ValueError(f"label_files must be stuffthingmaps or labelTrainIds, got {label_files!r}")
         synthesis = labels == "synthesis"

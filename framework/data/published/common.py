@@ -153,10 +153,11 @@ class PublishedDataset(_FolderDataset):
         stored = read_label_file(path, self.label_pattern)
         if stored.ndim != 2:
             raise DataError(f"{path}: {stored.shape[2]} channels, not an index map; expected {self.label_pattern}")
-        self.check_stored(path, stored, values_present(stored))
+        self.check_stored(path, values_present(stored))
         return stored
 
-    def check_stored(self, path: str, stored: np.ndarray, present: np.ndarray) -> None:
+    def check_stored(self, path: str, present: np.ndarray) -> None:
+        """Refuse a label file (`path`) whose distinct stored values `present` are not the dataset's."""
         refuse_values_outside(path, present, self.allowed_values, self.stored_values)
 
     def read_mask(self, index: int) -> np.ndarray:
