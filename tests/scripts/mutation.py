@@ -93,7 +93,7 @@ MODULES: dict[str, tuple[str, list[str]]] = {
     # the published layouts: their tables, pairing and refusals (tests/test_published_*.py, seconds)
     **{f"data.published.{name}": (f"framework/data/published/{name}.py", [
         "tests/test_published_tables.py", "tests/test_published_refusals.py", "tests/test_published_voc_sbd.py",
-        "tests/test_published_instance_edges.py", "-k", "not two_iterations"])
+        "tests/test_published_instance_edges.py", "tests/test_published_reading.py", "-k", "not two_iterations"])
        for name in ("common", "cityscapes", "ade20k", "cocostuff", "voc")},
     "engine.hooks.early_stopping": ("framework/engine/hooks/early_stopping.py", [
         "tests/test_early_stopping.py", "-k", "not crash and not two_processes"]),
