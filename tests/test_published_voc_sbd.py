@@ -69,6 +69,10 @@ def test_sbd_mat_is_read_as_its_class_map(tmp_path):
     savemat(str(tmp_path / "bad.mat"), {"GTcls": {"Segmentation": segmentation + 30}})
     with pytest.raises(DataError, match=rf"^{tmp_path / 'bad.mat'}: label value\(s\) \[30, 31, .*outside SBD's"):
         read_sbd_mat(str(tmp_path / "bad.mat"))
+    savemat(str(tmp_path / "float.mat"), {"GTcls": {"Segmentation": segmentation.astype(float)}})
+    with pytest.raises(DataError, match=rf"^{tmp_path / 'float.mat'}: GTcls.Segmentation is float64 \(4, 5\), not an "
+                                        r"H x W map of class ids$"):
+        read_sbd_mat(str(tmp_path / "float.mat"))
     savemat(str(tmp_path / "inst.mat"), {"GTinst": {"Segmentation": segmentation}})
     with pytest.raises(DataError, match=rf"^{tmp_path / 'inst.mat'}: cannot read SBD's GTcls.Segmentation"):
         read_sbd_mat(str(tmp_path / "inst.mat"))
@@ -103,3 +107,13 @@ def test_trainaug_names_the_missing_sbd_maps(tree, tmp_path):
     (copy / "benchmark_RELEASE/dataset/cls/2007_000g.mat").unlink()
     with pytest.raises(DataError, match=r"cls: no SBD class map \(\.mat\) for 1 sample\(s\): 2007_000g"):
         trainaug(copy)
+
+
+def test_sbd_root_may_be_the_dataset_folder_itself_and_counts_are_the_published_ones(tree):
+    inner = DATASETS.build({"type": "VOCSegmentation", "root": str(tree / "VOCdevkit/VOC2012"), "split": "trainaug",
+                            "sbd_root": str(tree / "benchmark_RELEASE/dataset")})
+    outer = trainaug(tree)
+    assert [inner.mask_path(i) for i in range(len(inner))] == [outer.mask_path(i) for i in range(len(outer))]
+    assert outer.published_count == 10582
+    val = DATASETS.build({"type": "VOCSegmentation", "root": str(tree / "VOCdevkit/VOC2012"), "split": "val"})
+    assert val.published_count == 1449 and len(val) == 2
