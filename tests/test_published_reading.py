@@ -28,6 +28,9 @@ def ade(pristine, tmp_path):
 
 def test_maps_come_out_as_uint8_with_the_samples_name(ade):
     assert ade.read_mask(0).dtype == np.uint8  # the table's type: a 1024x2048 map is 2 MB, not 16
+    synthesis = DATASETS.build({"type": "ADE20K", "root": str(ade.mask_dir).split("/annotations")[0],
+                                "labels": "synthesis"})
+    assert synthesis.read_mask(0).dtype == np.uint8  # a table made when the dataset is built
     sample = ade[2]
     assert sample["name"] == "ADE_train_00000003" == str(ade.names[2])
 
