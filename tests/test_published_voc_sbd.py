@@ -2,6 +2,9 @@
 palette PNG for a name of VOC's train list, SBD's .mat for the others), the .mat reading, VOC's
 palette PNGs read as class indices, and the refusals of a wrong SBD folder or .mat file."""
 
+import re
+import shutil
+
 import numpy as np
 import pytest
 from PIL import Image
@@ -67,8 +70,12 @@ def test_sbd_mat_is_read_as_its_class_map(tmp_path):
     assert read.dtype == np.uint8
     np.testing.assert_array_equal(read, segmentation)
     savemat(str(tmp_path / "bad.mat"), {"GTcls": {"Segmentation": segmentation + 30}})
-    with pytest.raises(DataError, match=rf"^{tmp_path / 'bad.mat'}: label value\(s\) \[30, 31, .*outside SBD's"):
+    with pytest.raises(DataError, match=re.escape(f"{tmp_path / 'bad.mat'}: label value(s) {list(range(30, 40))} "
+                                                  "outside SBD's class ids 0..20") + "$"):
         read_sbd_mat(str(tmp_path / "bad.mat"))
+    savemat(str(tmp_path / "21.mat"), {"GTcls": {"Segmentation": np.full((2, 2), 21, np.uint8)}})
+    with pytest.raises(DataError, match=r"label value\(s\) \[21\] outside SBD's class ids 0\.\.20$"):
+        read_sbd_mat(str(tmp_path / "21.mat"))
     savemat(str(tmp_path / "float.mat"), {"GTcls": {"Segmentation": segmentation.astype(float)}})
     with pytest.raises(DataError, match=rf"^{tmp_path / 'float.mat'}: GTcls.Segmentation is float64 \(4, 5\), not an "
                                         r"H x W map of class ids$"):
@@ -99,14 +106,24 @@ def test_trainaug_refuses_a_missing_or_wrong_sbd_folder(tree, tmp_path):
         DATASETS.build({"type": "VOCSegmentation", "root": root, "split": "val", "sbd_root": str(tree)})
 
 
-def test_trainaug_names_the_missing_sbd_maps(tree, tmp_path):
-    import shutil
-
+def test_trainaug_names_the_missing_sbd_maps_voc_masks_and_images(tree, tmp_path):
     copy = tmp_path / "copy"
     shutil.copytree(tree, copy)
     (copy / "benchmark_RELEASE/dataset/cls/2007_000g.mat").unlink()
-    with pytest.raises(DataError, match=r"cls: no SBD class map \(\.mat\) for 1 sample\(s\): 2007_000g"):
+    with pytest.raises(DataError, match=rf"{copy}/benchmark_RELEASE/dataset/cls: no SBD class map \(\.mat\) for 1 "
+                                        r"sample\(s\): 2007_000g$"):
         trainaug(copy)
+    shutil.copy(tree / "benchmark_RELEASE/dataset/cls/2007_000g.mat", copy / "benchmark_RELEASE/dataset/cls")
+    (copy / "VOCdevkit/VOC2012/SegmentationClass/2007_000a.png").unlink()  # a VOC train name: VOC's map
+    with pytest.raises(DataError, match=rf"{copy}/VOCdevkit/VOC2012/SegmentationClass: no mask \(\.png\) for 1 "
+                                        r"sample\(s\): 2007_000a$"):
+        trainaug(copy)
+    shutil.copy(tree / "VOCdevkit/VOC2012/SegmentationClass/2007_000a.png", copy / "VOCdevkit/VOC2012/SegmentationClass")
+    (copy / "VOCdevkit/VOC2012/JPEGImages/2007_000h.jpg").unlink()  # an SBD name: its image is VOC's too
+    with pytest.raises(DataError, match=rf"{copy}/VOCdevkit/VOC2012/JPEGImages: no image \(\.jpg\) for 1 "
+                                        r"sample\(s\): 2007_000h$"):
+        trainaug(copy)
+    assert len(trainaug(tree)) == 6 and trainaug(tree).palette[:2] == [(0, 0, 0), (128, 0, 0)]
 
 
 def test_sbd_root_may_be_the_dataset_folder_itself_and_counts_are_the_published_ones(tree):
