@@ -19,6 +19,9 @@ setup(
         "safetensors>=0.4",
         "tqdm>=4.60",
         "Pillow>=9.0",  # palette PNG masks (framework/data/folder.py)
+        # SBD's class maps of VOC trainaug are MATLAB .mat files (framework/data/published/voc.py reads them with
+        # scipy.io.loadmat, so no PNGs are written into the user's download)
+        "scipy>=1.10",
         "matplotlib>=3.7",  # tools/compare.py's curve plots (framework/comparison/plot.py; Agg, no display)
     ],
     extras_require={

@@ -7,7 +7,8 @@ unpaired samples).
 
 Each config is trained once for one iteration, on a few samples (module-scoped: every tool of a
 config shares its run), in-process through call_tool. unet_voc.yaml reads Pascal VOC from disk:
-it is walked on a four-image VOC folder written here."""
+it is walked on a four-image VOC folder written here; the configs on published datasets (Cityscapes,
+ADE20K, VOC trainaug) on fixture trees in their layouts (tests/published_fixtures.py)."""
 
 import json
 from pathlib import Path
@@ -22,6 +23,7 @@ from framework.config import load_config, to_plain
 from framework.config.custom_imports import import_custom_modules
 from framework.registry import TASKS
 from framework.tasks.base import GeneratorTask
+from published_fixtures import published_overrides, reads_published_data, sample_size
 from support import REPO, call_tool
 
 SHIPPED = sorted([*(REPO / "configs").glob("[!_]*/*.yaml"), *REPO.glob("projects/*/configs/*.yaml")])  # not _base_/
@@ -70,9 +72,10 @@ def walk_overrides(config: Path, tmp: Path, segmentation: bool) -> list[str]:
             overrides.append(f"data.{split}.dataset.num_samples=4")
         if "size" in dataset and segmentation:  # a GAN's generator fixes its image size
             overrides.append(f"data.{split}.dataset.size=32")
-        if dataset["type"] == "VOCSegmentation" and split == "train":
+        if dataset["type"] == "VOCSegmentation" and split == "train" and not reads_published_data(plain):
             write_voc_folder(tmp / "voc")
             overrides.append(f"data.train.dataset.root={tmp / 'voc'}")
+    overrides += published_overrides(plain, tmp)
     model = plain["task"].get("model", {})
     if "encoder_weights" in model:
         overrides.append("task.model.encoder_weights=null")
@@ -93,6 +96,7 @@ class Walked:
         self.model_overrides = [o for o in self.overrides if o.startswith("task.")]
         self.noise = cfg.task.get("latent_dim") is not None  # a generator from noise (DCGAN)
         self.labels = self.gan and self.task_class.conditioning == "labels"  # semantic synthesis
+        self.size = sample_size(to_plain(cfg), default=(64, 64))  # what analyze_model measures at
         if any(metric["type"] == "SegmenterScore" for metric in to_plain(cfg)["metrics"]):
             # scored by the walk's own segmenter run: the three-command pipeline of the docs
             judge = walked_segmenter(tmp)
@@ -182,7 +186,7 @@ def run_export(run: Walked, tmp: Path) -> None:
 
 def run_analyze_model(run: Walked, tmp: Path) -> None:
     report = tmp / "analysis.json"
-    result = run.tool("analyze_model", *run.args(), "--size", "64", "64", "--json", report, "--depth", "0")
+    result = run.tool("analyze_model", *run.args(), "--size", *map(str, run.size), "--json", report, "--depth", "0")
     assert result.returncode == 0, result.stderr
     networks = json.loads(report.read_text())
     assert networks and all(entry["modules"][0]["params"] > 0 for entry in networks.values())
@@ -194,8 +198,8 @@ def run_browse_dataset(run: Walked, tmp: Path) -> None:
     assert result.returncode == 0, result.stderr
     grid = cv2.imread(str(tmp / "browse" / "grid_000.png"))
     assert grid is not None and grid.shape[0] > 0
-    if run.labels:  # a row per (square) sample: image | colourised label map | overlay
-        assert grid.shape[1] == 3 * grid.shape[0] // 2, grid.shape
+    if run.labels:  # a row per sample: image | colourised label map | overlay
+        assert grid.shape[1] == 3 * grid.shape[0] // 2 * run.size[1] // run.size[0], grid.shape
 
 
 def run_check_dataset(run: Walked, tmp: Path) -> None:

@@ -6,7 +6,9 @@
 Reads every sample once and names, per file: unreadable images, colour (RGB) masks and the
 colours they use, mask values outside [0, num_classes) other than ignore_index, masks whose
 size differs from their image's, and duplicate sample names. Then prints the class pixel
-frequencies, image size statistics and the class weights `weight: auto` would use, and notes
+frequencies by class name, the fraction of ignored pixels, image size statistics and the class
+weights `weight: auto` would use; for a published layout (Cityscapes, ADE20K, COCO-Stuff, VOC) it
+warns when a split's sample count differs from the published one; and it notes
 the images read turned by their EXIF orientation (phone photos), whose masks must be drawn on the
 image as shown. Exit status 1 when it found a problem, 0 for a clean dataset.
 
@@ -113,6 +115,25 @@ def class_table(records, dataset: SegmentationDataset) -> tuple[list[dict], list
     return rows, lines
 
 
+def published_count_line(dataset: SegmentationDataset, samples: int) -> str:
+    """The split's sample count against the published one (a published layout's); a different
+    count is a warning, not a problem: a subset is legitimate, a missing folder is not."""
+    published = getattr(dataset, "published_count", None)
+    if published is None:
+        return ""
+    split = f"{type(dataset).__name__} {getattr(dataset, 'split', '')}".strip()
+    if samples == published:
+        return f"{samples} samples: the published count of {split}"
+    return (f"warning: {samples} samples, {split} has {published} as published (fine for a subset; otherwise "
+            "a folder of the download is missing or was unpacked elsewhere)")
+
+
+def ignored_fraction(records) -> float:
+    ignored = sum(r.ignored for r in records)
+    labelled = sum(int(r.counts.sum()) for r in records if r.counts is not None)
+    return ignored / max(ignored + labelled, 1)
+
+
 def size_statistics(records) -> dict:
     sizes = np.array([r.size for r in records if r.size is not None]).reshape(-1, 2)
     if not len(sizes):
@@ -197,6 +218,11 @@ def main(args: argparse.Namespace) -> int:
     sizes = size_statistics(records)
     print(f"data.{args.split}: {type(dataset).__name__}, {len(records)} samples, {dataset.num_classes} classes")
     print("\n".join(table))
+    ignored = ignored_fraction(records)
+    print(f"ignored pixels (ignore_index {dataset.ignore_index}): {ignored:.2%}")
+    count_line = published_count_line(dataset, len(records))
+    if count_line:
+        print(count_line)
     if sizes:
         print("image sizes (HxW): " + "  ".join(f"{k} {v}" for k, v in sizes.items()))
     if args.convert_rgb_masks:
@@ -208,7 +234,8 @@ def main(args: argparse.Namespace) -> int:
     if args.json:
         turned = [{"name": r.name, "exif_orientation": r.orientation} for r in records if r.orientation != 1]
         report = {"split": args.split, "samples": len(records), "problems": problems, "classes": rows, "sizes": sizes,
-                  "exif_turned": turned}
+                  "exif_turned": turned, "ignored_fraction": ignored,
+                  "published_count": getattr(dataset, "published_count", None)}
         Path(args.json).write_text(json.dumps(report, indent=2) + "\n")
     return report_problems(problems)
 

@@ -39,6 +39,7 @@ class SampleRecord:
     problems: list[str] = field(default_factory=list)
     colours: list[tuple[int, int, int]] = field(default_factory=list)  # of an RGB mask
     orientation: int = 1  # the EXIF orientation the image was read turned by (1: as stored)
+    ignored: int = 0  # pixels of ignore_index
 
 
 def read_mask_raw(path: str) -> np.ndarray:
@@ -75,11 +76,21 @@ def _read_files(dataset: SegmentationDataset, index: int, record: SampleRecord):
     if image is not None and getattr(dataset, "channels", None) is None:
         record.orientation = read_turned_by(image_path, image)
     try:
-        mask = read_mask_raw(mask_path)
+        mask = read_inspected_mask(dataset, index, mask_path)
     except DataError as err:
-        record.problems.append(f"{mask_path}: {err}")
+        record.problems.append(str(err) if str(err).startswith(mask_path) else f"{mask_path}: {err}")
         mask = None
     return image, mask
+
+
+def read_inspected_mask(dataset: SegmentationDataset, index: int, path: str) -> np.ndarray:
+    """A mask as the tools inspect it: through the dataset's own reader where the stored values are
+    not the classes (a published layout's table, `maps_stored_labels`) or the file is no image
+    (SBD's .mat); else as stored, so a colour mask's colours can be listed and converted."""
+    reader = getattr(dataset, "read_mask", None)
+    if reader is not None and (getattr(dataset, "maps_stored_labels", False) or path.endswith(".mat")):
+        return reader(index)
+    return read_mask_raw(path)
 
 
 def read_turned_by(image_path: str, image: np.ndarray) -> int:
@@ -126,6 +137,7 @@ def inspect_sample(dataset: SegmentationDataset, index: int) -> SampleRecord:
     if problem:
         record.problems.append(problem)
     record.counts = values[: dataset.num_classes]
+    record.ignored = int(values[dataset.ignore_index]) if 0 <= dataset.ignore_index < len(values) else 0
     if not problem and mask.size and not record.counts.any():
         record.problems.append(f"{where}: every pixel is ignore_index {dataset.ignore_index}: "
                                "the sample adds nothing to the loss or the metrics")
@@ -194,7 +206,9 @@ class _LabelMapProblems(torch.utils.data.Dataset):
         where = self.dataset.mask_path(index)
         try:
             if hasattr(self.dataset, "image_path"):  # a folder dataset: the mask file, the image's header
-                mask, image_size = read_index_mask(where), self._image_size(index)
+                read = getattr(self.dataset, "read_mask", None)  # a published layout maps its stored labels
+                mask = read(index) if read is not None else read_index_mask(where)
+                image_size = self._image_size(index)
             else:
                 image, mask, _ = self.dataset.load_sample(index)
                 image_size = image.shape[:2]

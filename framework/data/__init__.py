@@ -1,6 +1,7 @@
 """Datasets and transforms: importing this package registers them in DATASETS and TRANSFORMS.
 
-Owns: datasets (`base.py`, `folder.py`, `images.py`, `unpaired.py`, `shapes.py`, N-channel reading
+Owns: datasets (`base.py`, `folder.py`, `images.py`, `unpaired.py`, `shapes.py`, the published
+layouts in `published/` (Cityscapes, ADE20K, COCO-Stuff, VOC + SBD), N-channel reading
 in `channels.py`), the albumentations pipeline (`transforms.py`), samplers (`sampler.py`), loaders
 (`loader.py`, batching samples of one size: `collate.py`), the decoded-sample cache (`cache.py`)
 and the folders a dataset reads (`sources.py`).
@@ -14,7 +15,6 @@ from framework.data.base import AugmentedDataset, SegmentationDataset
 from framework.data.folder import (
     IMAGE_SUFFIXES,
     ImageMaskFolder,
-    VOCSegmentation,
     files_by_stem,
     read_rgb_image,
     require_all,
@@ -22,6 +22,7 @@ from framework.data.folder import (
 )
 from framework.data.images import ImageDataset, PairedImageDataset
 from framework.data.label_folders import LabelImageFolders
+from framework.data.published import ADE20K, Cityscapes, COCOStuff, VOCSegmentation
 from framework.data.shapes import SyntheticShapes
 from framework.data.textures import SyntheticTextures
 from framework.data.transforms import build_pipeline
@@ -33,7 +34,10 @@ __all__ = [
     "read_rgb_image",
     "require_all",
     "require_dir",
+    "ADE20K",
     "AugmentedDataset",
+    "COCOStuff",
+    "Cityscapes",
     "ImageDataset",
     "PairedImageDataset",
     "ImageMaskFolder",

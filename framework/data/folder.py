@@ -1,4 +1,5 @@
-"""Datasets read from folders: the Pascal VOC layout, and any images/ + masks/ pair of folders.
+"""Datasets read from folders: any images/ + masks/ pair of folders, and the folder toolkit the
+published layouts (framework/data/published/: VOC, Cityscapes, ADE20K, COCO-Stuff) share.
 
 Folders, split files and image/mask pairing are checked when the dataset is built, so a wrong
 path fails at startup naming the path, not hours later in a worker. Images are decoded with
@@ -25,11 +26,6 @@ from framework.data.channels import read_channels_image
 from framework.errors import DataError
 from framework.registry import DATASETS
 
-VOC_CLASSES = (
-    "background", "aeroplane", "bicycle", "bird", "boat", "bottle", "bus", "car", "cat", "chair",
-    "cow", "diningtable", "dog", "horse", "motorbike", "person", "pottedplant", "sheep", "sofa",
-    "train", "tvmonitor",
-)  # fmt: skip
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff")
 MAX_NAMES_IN_MESSAGE = 5
 
@@ -206,31 +202,6 @@ class _FolderDataset(SegmentationDataset):
         if self.channels is not None:  # read as stored (framework/data/channels.py): no orientation
             return ""
         return exif_size_hint(self.image_path(index), image.shape[:2], mask.shape)
-
-
-@DATASETS.register()
-class VOCSegmentation(_FolderDataset):
-    """Pascal VOC: root/JPEGImages/<id>.jpg, root/SegmentationClass/<id>.png and the ids of
-    root/ImageSets/Segmentation/<split>.txt."""
-
-    def __init__(
-        self,
-        root: str,
-        split: str = "train",
-        classes: Sequence[str] = VOC_CLASSES,
-        pipeline: Sequence = (),
-        ignore_index: int = 255,
-        palette: Sequence[Sequence[int]] | None = None,
-    ):
-        # The base class's default palette is VOC's own colour map.
-        super().__init__(pipeline=pipeline, classes=classes, ignore_index=ignore_index, palette=palette)
-        root = require_dir(os.path.expanduser(str(root)))
-        self.image_dir = require_dir(os.path.join(root, "JPEGImages"))
-        self.mask_dir = require_dir(os.path.join(root, "SegmentationClass"))
-        ids = read_split_file(os.path.join(root, "ImageSets", "Segmentation", f"{split}.txt"))
-        require_all(ids, files_by_stem(self.image_dir, [".jpg"]), "image (.jpg)", self.image_dir)
-        require_all(ids, files_by_stem(self.mask_dir, [".png"]), "mask (.png)", self.mask_dir)
-        self._set_samples(ids, [f"{i}.jpg" for i in ids], [f"{i}.png" for i in ids])
 
 
 @DATASETS.register()

@@ -155,7 +155,8 @@ class SPADEGenerator(nn.Module):
     image in [-1, 1].
 
     forward(labels, noise=None): labels N x C x H x W float one-hot (C = num_classes, + 1 with
-    contain_dontcare_label: `one_hot_labels`), noise N x noise_dim (None when noise_dim is 0).
+    contain_dontcare_label: `one_hot_labels`, + 1 with instance_edges: SPADE's instance-edge map as
+    the last channel), noise N x noise_dim (None when noise_dim is 0).
     SPADE residual blocks with 2x nearest upsamplings between them, as `block_plan` lays them out:
     oasis takes `num_up_layers` (default 5), spade `num_upsampling_layers` (normal / more / most:
     5 / 6 / 7 upsamplings; SPADE has no noise: noise_dim 0).
@@ -164,7 +165,8 @@ class SPADEGenerator(nn.Module):
     def __init__(self, num_classes: int, contain_dontcare_label: bool = False, image_size: int | Sequence[int] = 256,
                  base_channels: int = 64, num_up_layers: int | None = None, noise_dim: int = 64,
                  spectral_norm: bool = True, out_channels: int = 3, spade_hidden: int = 128,
-                 param_free_norm: str = "batch", layout: str = "oasis", num_upsampling_layers: str = "normal"):
+                 param_free_norm: str = "batch", layout: str = "oasis", num_upsampling_layers: str = "normal",
+                 instance_edges: bool = False):
         super().__init__()
         if num_classes < 1:
             raise ValueError(f"num_classes must be >= 1, got {num_classes}")
@@ -179,7 +181,8 @@ class SPADEGenerator(nn.Module):
         self.image_size = (self.start_height * self.size_divisor, self.start_width * self.size_divisor)
         self.num_classes = num_classes
         self.contain_dontcare_label = bool(contain_dontcare_label)
-        self.label_channels = num_classes + int(self.contain_dontcare_label)
+        self.instance_edges = bool(instance_edges)
+        self.label_channels = num_classes + int(self.contain_dontcare_label) + int(self.instance_edges)
         self.noise_dim = noise_dim
         conditioning = self.label_channels + noise_dim
         self.first = nn.Conv2d(conditioning, channels[0][0], 3, padding=1)
@@ -193,7 +196,8 @@ class SPADEGenerator(nn.Module):
         if labels.dim() != 4 or labels.shape[1] != self.label_channels:
             raise ValueError(f"labels must be N x {self.label_channels} x H x W one-hot maps "
                              f"(num_classes {self.num_classes}, contain_dontcare_label "
-                             f"{self.contain_dontcare_label}), got shape {tuple(labels.shape)}")
+                             f"{self.contain_dontcare_label}{', instance_edges True' if self.instance_edges else ''}), "
+                             f"got shape {tuple(labels.shape)}")
         if self.noise_dim == 0:
             if noise is not None:
                 raise ValueError("this generator has noise_dim 0 and takes no noise; pass noise=None")

@@ -39,18 +39,20 @@ import torch
 from torch import nn
 
 from framework.dist import unwrap
+from framework.errors import ConfigError
 from framework.inference.generator import to_signed, to_unit
 from framework.inference.noise import item_noise
 from framework.losses.mode_seeking import check_form, mode_seeking_loss, spread_ratios
 from framework.losses.oasis import labelmix_consistency, labelmix_images, labelmix_mask
 from framework.models.spade import one_hot_labels
 from framework.registry import TASKS
-from framework.tasks.adversary import Adversary, check_segmenter_outputs, check_weight
+from framework.tasks.adversary import Adversary, check_weight
 from framework.tasks.base import GeneratorTask, average_logs, micro_step, update_with
 from framework.tasks.ema import EMA
 from framework.tasks.ema_batchnorm import BATCHES, EMABatchNorm, ReestimatedEMAState, check_batches
 from framework.tasks.labels_to_image import LabelsToImage
 from framework.tasks.replay import random_state, replaying
+from framework.tasks.synthesis_options import check_networks, check_options
 from framework.visualization.palette import colorize, default_palette
 from framework.visualization.panels import side_by_side, stack_rows, write_named_pngs
 
@@ -72,6 +74,8 @@ class SemanticSynthesisTask(ReestimatedEMAState, GeneratorTask):
     ema_bn_batches     the EMA generator's BatchNorm statistics re-estimated on the last this many training
                        batches before it is evaluated, saved or exported (framework/tasks/ema_batchnorm.py); 0: the
                        live generator's
+    instance_edges     SPADE's instance-edge channel after the one-hot map, from the batches' "edges"
+                       (a dataset's `instance_edges: true`, Cityscapes); the generator's own flag too
     """
 
     required_optimizers = ("generator", "discriminator")
@@ -83,28 +87,19 @@ class SemanticSynthesisTask(ReestimatedEMAState, GeneratorTask):
                  perceptual: nn.Module | None = None, labelmix_weight: float = 0.0,
                  mode_seeking_weight: float = 0.0, mode_seeking_form: str = "per_sample",
                  fresh_noise_for_g: bool = False, ema_decay: float | None = None, ema_start: int = 0,
-                 ema_bn_batches: int = BATCHES, palette=None):
+                 ema_bn_batches: int = BATCHES, palette=None, instance_edges: bool = False):
         super().__init__()
         self.generator, self.discriminator = generator, discriminator
         self.adversary = Adversary(gan_loss, d_weight, adv_weight, r1_weight=r1_weight, r1_interval=r1_interval,
                                    augment=d_augment, feature_matching=feature_matching, has_labels=True)
-        generator_classes = getattr(unwrap(generator), "num_classes", num_classes)
-        if generator_classes != num_classes:
-            raise ValueError(f"generator.num_classes {generator_classes} differs from the task's num_classes "
-                             f"{num_classes}")
         self.num_classes, self.ignore_index = num_classes, ignore_index
-        if self.adversary.loss.reads_labels:
-            check_segmenter_outputs(discriminator, num_classes)
+        self.instance_edges = bool(instance_edges)
+        check_networks(generator, discriminator, num_classes, self.adversary.loss.reads_labels, self.instance_edges)
         self.labelmix_weight = check_weight("labelmix_weight", labelmix_weight)
-        if self.labelmix_weight and not self.adversary.loss.reads_labels:
-            raise ValueError("labelmix_weight: LabelMix needs a segmenter discriminator (gan_loss: oasis)")
         self.mode_seeking_weight = check_weight("mode_seeking_weight", mode_seeking_weight)
-        if self.mode_seeking_weight and not unwrap(generator).noise_dim:
-            raise ValueError("mode_seeking_weight: the generator has no noise (noise_dim 0), so its two draws of a "
-                             "label map cannot differ")
         self.mode_seeking_form = check_form(mode_seeking_form)
-        if not isinstance(fresh_noise_for_g, bool):
-            raise ValueError(f"fresh_noise_for_g must be true or false, got {fresh_noise_for_g!r}")
+        check_options(generator, self.adversary.loss.reads_labels, self.labelmix_weight, self.mode_seeking_weight,
+                      fresh_noise_for_g, self.instance_edges, ema_decay, ema_bn_batches)
         self.fresh_noise_for_g = fresh_noise_for_g
         self.perceptual = perceptual
         self.ema = EMA({"generator": generator}, ema_decay, ema_start) if ema_decay is not None else None
@@ -129,6 +124,16 @@ class SemanticSynthesisTask(ReestimatedEMAState, GeneratorTask):
         generator = unwrap(self.generator)
         return one_hot_labels(labels.long(), self.num_classes, self.ignore_index, generator.contain_dontcare_label)
 
+    def label_input(self, batch: dict) -> torch.Tensor:
+        """What the generator is conditioned on: the one-hot map, and the instance edges with `instance_edges`."""
+        one_hot = self.one_hot(batch["mask"])
+        if not self.instance_edges:
+            return one_hot
+        if "edges" not in batch:
+            raise ConfigError("task.instance_edges: the batches carry no instance edges; set instance_edges: true "
+                              "on the dataset too (Cityscapes with labels: synthesis)")
+        return torch.cat([one_hot, batch["edges"][:, None].to(one_hot.dtype)], dim=1)
+
     def draw_noise(self, count: int, device: torch.device) -> torch.Tensor | None:
         return None if self.noise_shape is None else torch.randn(count, *self.noise_shape, device=device)
 
@@ -138,7 +143,7 @@ class SemanticSynthesisTask(ReestimatedEMAState, GeneratorTask):
     def train_iteration(self, batches: list[dict], optim) -> dict:
         self.adversary.start_d_step()
         single = len(batches) == 1
-        inputs = [(self.one_hot(batch["mask"]), batch["mask"].long(), to_signed(batch["image"])) for batch in batches]
+        inputs = [(self.label_input(batch), batch["mask"].long(), to_signed(batch["image"])) for batch in batches]
         drawn, d_logs = [], []
         for index, (one_hot, labels, real) in enumerate(inputs):
             with micro_step(optim, index, len(batches)):
@@ -238,7 +243,10 @@ class SemanticSynthesisTask(ReestimatedEMAState, GeneratorTask):
         draw = torch.Generator().manual_seed(seed)
         labels = torch.randint(0, self.num_classes, (batch, height, width), generator=draw)
         noise = None if self.noise_shape is None else torch.randn(batch, *self.noise_shape, generator=draw)
-        return (self.one_hot(labels),) if noise is None else (self.one_hot(labels), noise)
+        condition = self.one_hot(labels)
+        if self.instance_edges:  # an example input: no instance boundaries
+            condition = torch.cat([condition, torch.zeros_like(condition[:, :1])], dim=1)
+        return (condition,) if noise is None else (condition, noise)
 
     def network_examples(self, height: int, width: int) -> dict[str, tuple[nn.Module, tuple]]:
         generator, inputs = self.generator_for(), self.generator_inputs(1, height, width)
@@ -249,6 +257,9 @@ class SemanticSynthesisTask(ReestimatedEMAState, GeneratorTask):
 
     def deployable(self, direction: str | None = None):
         generator = self.generator_for(direction)
+        if self.instance_edges:
+            raise ConfigError("task.instance_edges: this generator also takes instance edges, and tools/infer.py and "
+                              "export give it label maps alone; not supported yet")
         return LabelsToImage(generator, self.num_classes, self.ignore_index).eval(), "labels", self.num_classes
 
     def evaluation_noise(self, indices: torch.Tensor, draw: int = 0) -> torch.Tensor | None:
@@ -261,7 +272,7 @@ class SemanticSynthesisTask(ReestimatedEMAState, GeneratorTask):
 
     def val_step(self, batch: dict) -> dict:
         labels, generator = batch["mask"].long(), self.generator_for()
-        one_hot = self.one_hot(labels)
+        one_hot = self.label_input(batch)
         fake = generator(one_hot, self.evaluation_noise(batch["index"]))
         fake_alt = generator(one_hot, self.evaluation_noise(batch["index"], draw=1))
         return {"fake": to_unit(fake), "fake_alt": to_unit(fake_alt), "real": to_unit(to_signed(batch["image"])),

@@ -92,6 +92,14 @@ MODULES: dict[str, tuple[str, list[str]]] = {
     "data.folder": ("framework/data/folder.py", ["tests/test_data.py", "tests/test_check_dataset.py",
                                                  "tests/test_channels_data.py", "tests/test_infer.py",
                                                  "tests/test_exif_orientation.py"]),
+    # the published layouts: their tables, pairing and refusals (tests/test_published_*.py, seconds)
+    **{f"data.published.{name}": (f"framework/data/published/{name}.py", [
+        "tests/test_published_tables.py", "tests/test_published_refusals.py", "tests/test_published_voc_sbd.py",
+        "tests/test_published_instance_edges.py", "tests/test_published_reading.py", "-k", "not two_iterations"])
+       for name in ("common", "cityscapes", "ade20k", "cocostuff")},
+    "data.published.voc": ("framework/data/published/voc.py", [  # + the VOC tests of test_data.py
+        "tests/test_published_voc_sbd.py", "tests/test_published_refusals.py", "tests/test_data.py", "-k",
+        "voc or VOC or trainaug or sbd or mat"]),
     "engine.hooks.early_stopping": ("framework/engine/hooks/early_stopping.py", [
         "tests/test_early_stopping.py", "-k", "not crash and not two_processes"]),
     "engine.nonfinite": ("framework/engine/nonfinite.py", ["tests/test_nonfinite.py", "-k", "not rank_1"]),

@@ -1,0 +1,102 @@
+"""tools/check_dataset.py, tools/browse_dataset.py and tools/make_fixture_dataset.py on each
+published layout (counts against the published ones, the class histogram by name, the ignored
+fraction), and the shipped Cityscapes segmentation and synthesis configs training two iterations
+on a fixture tree (shrunk for a CPU: tests/published_fixtures.py)."""
+
+import json
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from framework.config import load_config, to_plain
+from published_fixtures import published_overrides
+from support import REPO, call_tool
+
+CITYSCAPES_SEGMENTATION = REPO / "configs/segmentation/deeplabv3plus_r50_cityscapes.yaml"
+CITYSCAPES_SYNTHESIS = REPO / "configs/synthesis/spade_cityscapes.yaml"
+TRAIN_LABEL_IDS = {7, 8, 11, 12, 13, 17, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 31, 32, 33}
+
+
+def fixture_overrides(config, tmp_path) -> list[str]:
+    return published_overrides(to_plain(load_config(str(config))), tmp_path)
+
+
+def test_make_fixture_dataset_writes_the_published_names(tmp_path):
+    result = call_tool("make_fixture_dataset", "--layout", "cityscapes", tmp_path / "cs", "--samples", "2")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-1] == str(tmp_path / "cs")
+    gt = sorted(p.name for p in (tmp_path / "cs/gtFine/val/frankfurt").iterdir())
+    assert gt[:4] == ["frankfurt_000000_000019_gtFine_color.png", "frankfurt_000000_000019_gtFine_instanceIds.png",
+                      "frankfurt_000000_000019_gtFine_labelIds.png", "frankfurt_000001_000020_gtFine_color.png"]
+    instances = Image.open(tmp_path / "cs/gtFine/val/frankfurt/frankfurt_000000_000019_gtFine_instanceIds.png")
+    assert np.asarray(instances).max() >= 24000  # 16-bit: labelId * 1000 + instance
+    result = call_tool("make_fixture_dataset", "--layout", "ade20k", tmp_path / "ade", "--samples", "0")
+    assert result.returncode == 2 and "--samples: expected an integer >= 1, got 0" in result.stderr
+
+
+def test_check_dataset_on_cityscapes_counts_names_and_ignored_fraction(tmp_path):
+    overrides = fixture_overrides(CITYSCAPES_SEGMENTATION, tmp_path)
+    report = tmp_path / "report.json"
+    result = call_tool("check_dataset", "--config", CITYSCAPES_SEGMENTATION, "--json", report, *overrides)
+    assert result.returncode == 0, result.stderr + result.stdout
+    assert "warning: 3 samples, Cityscapes train has 2975 as published" in result.stdout
+    assert "no problems found" in result.stdout
+    written = json.loads(report.read_text())
+    assert [row["class"] for row in written["classes"]][:3] == ["road", "sidewalk", "building"]
+    assert written["published_count"] == 2975
+    label_ids = np.concatenate([np.asarray(Image.open(p)).ravel() for p in
+                                sorted((tmp_path / "fixture/gtFine/train").rglob("*_labelIds.png"))])
+    ignored = np.mean(~np.isin(label_ids, list(TRAIN_LABEL_IDS)))
+    assert written["ignored_fraction"] == pytest.approx(ignored)
+    assert f"ignored pixels (ignore_index 255): {ignored:.2%}" in result.stdout
+
+
+@pytest.mark.parametrize("layout, dataset, classes, first", [
+    ("ade20k", "{type: ADE20K, root: ROOT, split: validation}", 150, "wall"),
+    ("cocostuff", "{type: COCOStuff, root: ROOT, split: val}", 171, "person"),
+])
+def test_check_and_browse_dataset_on_ade20k_and_cocostuff(tmp_path, layout, dataset, classes, first):
+    from framework.data.published.fixture_trees import write_fixture_tree
+
+    root = write_fixture_tree(layout, tmp_path / layout)
+    config = tmp_path / "config.yaml"
+    config.write_text(f"""
+task: {{type: SegmentationTask, num_classes: {classes}, model: {{type: UNet, num_classes: {classes}, base_channels: 8, depth: 2}}}}
+data:
+  train: {{dataset: {dataset.replace("ROOT", str(root))}, batch_size: 2}}
+optim: {{type: AdamW, lr: 1.0e-3}}
+train: {{max_iters: 2}}
+""")
+    report = tmp_path / "report.json"
+    result = call_tool("check_dataset", "--config", config, "--json", report)
+    assert result.returncode == 0, result.stderr + result.stdout
+    written = json.loads(report.read_text())
+    assert written["samples"] == 3 and len(written["classes"]) == classes and written["classes"][0]["class"] == first
+    assert "as published" in result.stdout and written["ignored_fraction"] > 0
+    browsed = call_tool("browse_dataset", "--config", config, "--output", tmp_path / "browse", "--num", "2")
+    assert browsed.returncode == 0, browsed.stderr
+    assert (tmp_path / "browse" / "grid_000.png").is_file()
+
+
+def test_check_dataset_names_a_bad_label_file_of_a_published_tree(tmp_path):
+    overrides = fixture_overrides(CITYSCAPES_SEGMENTATION, tmp_path)
+    bad = sorted((tmp_path / "fixture/gtFine/train").rglob("*_labelIds.png"))[1]
+    labels = np.asarray(Image.open(bad)).copy()
+    labels[0, 0] = 77
+    Image.fromarray(labels).save(bad)
+    result = call_tool("check_dataset", "--config", CITYSCAPES_SEGMENTATION, *overrides)
+    assert result.returncode == 1
+    assert f"{bad}: label value(s) [77] outside the labelIds 0..33 of Cityscapes" in result.stdout
+
+
+@pytest.mark.parametrize("config", [CITYSCAPES_SEGMENTATION, CITYSCAPES_SYNTHESIS], ids=lambda p: p.stem)
+def test_the_shipped_cityscapes_configs_train_two_iterations_on_a_fixture_tree(tmp_path, config):
+    overrides = fixture_overrides(config, tmp_path)
+    if "segmentation" in str(config):  # the recipe's network, on a smaller ResNet and without downloads
+        overrides += ["task.model.encoder=resnet18", "task.model.encoder_weights=null"]
+    result = call_tool("train", "--config", config, "--work-dir", tmp_path / "run", "device=cpu", "train.max_iters=2",
+                       "train.val_interval=2", "train.ckpt_interval=2", "train.log_interval=1", "loggers=[]",
+                       "data.train.num_workers=0", "data.val.num_workers=0", *overrides)
+    assert result.returncode == 0, result.stderr + result.stdout[-2000:]
+    assert (tmp_path / "run/checkpoints/iter_2.pth").is_file()

@@ -1,0 +1,43 @@
+"""Write a small fake tree in a published dataset's layout, to try a config before downloading:
+
+    python tools/make_fixture_dataset.py --layout cityscapes|ade20k|cocostuff|voc_sbd OUT [--samples N] [--seed S]
+        [--train-ids]
+
+The files have the published names and encodings (Cityscapes' labelIds, 16-bit instanceIds and
+colour PNGs; ADE20K's 0..150 maps; COCO-Stuff's 0..181/255 maps; VOC's palette PNGs and SBD's
+.mat class maps), random images, and label maps that walk through every stored value. The last
+line printed is the folder to point the config's root at, e.g.
+
+    python tools/make_fixture_dataset.py --layout cityscapes /tmp/cityscapes_fake
+    python tools/train.py --config configs/segmentation/deeplabv3plus_r50_cityscapes.yaml \\
+        data_root=/tmp/cityscapes_fake train.max_iters=2
+"""
+
+import argparse
+import sys
+
+from framework.config.rules import integer
+from framework.data.published.fixture_trees import LAYOUTS, write_fixture_tree
+from framework.runtime.cli import check_options, run
+
+
+def parse_args() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--layout", required=True, choices=LAYOUTS, help="which published layout")
+    parser.add_argument("out", help="folder to write the tree into (created)")
+    parser.add_argument("--samples", type=int, default=3, help="samples per split (voc_sbd: fixed names)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the random images")
+    parser.add_argument("--train-ids", action="store_true",
+                        help="also write the converters' *_labelTrainIds.png (cityscapes, cocostuff)")
+    return parser
+
+
+def main(args: argparse.Namespace) -> None:
+    check_options({"--samples": (args.samples, integer(1))})
+    root = write_fixture_tree(args.layout, args.out, samples=args.samples, seed=args.seed, train_ids=args.train_ids)
+    print(f"wrote a {args.layout} fixture tree; point root (or data_root) at:")
+    print(root)
+
+
+if __name__ == "__main__":
+    sys.exit(run(main, parse_args()))
