@@ -16,15 +16,16 @@ def reads_published_data(plain: dict) -> bool:
     return dataset["type"] in LAYOUT_OF or dataset.get("split") == "trainaug"
 
 
-def published_overrides(plain: dict, tmp: Path) -> list[str]:
-    """Overrides pointing a config on a published dataset at a fixture tree, shrunk; [] for others."""
+def published_overrides(plain: dict, tmp: Path, samples: int = 3) -> list[str]:
+    """Overrides pointing a config on a published dataset at a fixture tree of `samples` per split
+    (two processes of batch 2 need 4), shrunk; [] for others."""
     dataset = plain["data"]["train"]["dataset"]
     if not reads_published_data(plain):
         return []
     if dataset["type"] in LAYOUT_OF:
-        overrides = [f"data.train.dataset.root={write_fixture_tree(LAYOUT_OF[dataset['type']], tmp / 'fixture')}"]
+        overrides = [f"data.train.dataset.root={write_fixture_tree(LAYOUT_OF[dataset['type']], tmp / 'fixture', samples)}"]
     else:
-        out = write_fixture_tree("voc_sbd", tmp / "fixture")
+        out = write_fixture_tree("voc_sbd", tmp / "fixture", samples)
         overrides = [f"data.train.dataset.root={out / 'VOCdevkit/VOC2012'}",
                      f"data.train.dataset.sbd_root={out / 'benchmark_RELEASE'}"]
     if plain["task"]["type"] == "SemanticSynthesisTask":

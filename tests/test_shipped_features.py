@@ -19,17 +19,29 @@ from test_resume import assert_same_state
 from test_tools_walk import SHIPPED, TINY_RUN, config_id, task_class, walk_overrides
 
 from framework.config import load_config, to_plain
+from published_fixtures import reads_published_data
 from support import call_tool
 
 ACCUMULATED = ["train.accumulate=2", "deterministic=true", "train.max_iters=2", "train.ckpt_interval=1",
                "metrics=[]", "train.best_metric=null"]
 
 
-def overrides(config: Path, tmp: Path) -> list[str]:
+def overrides(config: Path, tmp: Path, samples: int = 3) -> list[str]:
     from framework.tasks.base import GeneratorTask
 
     gan = issubclass(task_class(load_config(str(config))), GeneratorTask)
-    return [*TINY_RUN, *walk_overrides(config, tmp, segmentation=not gan)]
+    return [*TINY_RUN, *walk_overrides(config, tmp, segmentation=not gan, samples=samples)]
+
+
+def published(config: Path) -> bool:
+    return reads_published_data(to_plain(load_config(str(config))))
+
+
+# The configs on published datasets (the papers' recipes, on fixture trees) are the heaviest: their
+# accumulation and two processes run in tests/test_shipped_features_published.py, a file of its own
+# so that the suite's two workers share the configs' runs.
+OWN_DATA = [config for config in SHIPPED if not published(config)]
+PUBLISHED = [config for config in SHIPPED if published(config)]
 
 
 def trained(work_dir: Path, iteration: int) -> dict:
@@ -41,7 +53,7 @@ def assert_finite(state: dict) -> None:
         assert not value.is_floating_point() or torch.isfinite(value).all(), f"{key} is not finite"
 
 
-@pytest.mark.parametrize("config", SHIPPED, ids=config_id)
+@pytest.mark.parametrize("config", OWN_DATA, ids=config_id)
 def test_accumulation_trains_and_resumes_exactly_on_every_shipped_config(config, tmp_path):
     args = overrides(config, tmp_path)
     whole = tmp_path / "whole"

@@ -3,14 +3,14 @@ every shipped config, as shrunk by tests/test_shipped_features.py's `overrides`.
 
 import pytest
 import torch
-from test_shipped_features import assert_finite, overrides, trained
+from test_shipped_features import OWN_DATA, assert_finite, overrides, trained
 from test_tools_walk import SHIPPED, config_id
 
 from framework.runtime.precision import cpu_has_native_bf16
 from support import call_tool, run_forked_ranks
 
 
-@pytest.mark.parametrize("config", SHIPPED, ids=config_id)
+@pytest.mark.parametrize("config", OWN_DATA, ids=config_id)
 def test_two_processes_train_every_shipped_config(config, tmp_path):
     result = run_forked_ranks(2, "train", "--config", config, "--work-dir", tmp_path / "run",
                               *overrides(config, tmp_path), "metrics=[]", "train.best_metric=null",

@@ -56,7 +56,7 @@ def write_voc_folder(root: Path) -> None:
         (root / "ImageSets/Segmentation" / f"{split}.txt").write_text("\n".join(ids) + "\n")
 
 
-def walk_overrides(config: Path, tmp: Path, segmentation: bool) -> list[str]:
+def walk_overrides(config: Path, tmp: Path, segmentation: bool, samples: int = 3) -> list[str]:
     """A few samples, no worker processes, small batches, 32x32 synthetic segmentation images; the
     VOC config on a folder written here; encoders without downloaded weights, and ResNet-18 for a
     deeper ResNet encoder (the same encoder class and code path, a third of the time)."""
@@ -75,7 +75,7 @@ def walk_overrides(config: Path, tmp: Path, segmentation: bool) -> list[str]:
         if dataset["type"] == "VOCSegmentation" and split == "train" and not reads_published_data(plain):
             write_voc_folder(tmp / "voc")
             overrides.append(f"data.train.dataset.root={tmp / 'voc'}")
-    overrides += published_overrides(plain, tmp)
+    overrides += published_overrides(plain, tmp, samples)
     model = plain["task"].get("model", {})
     if "encoder_weights" in model:
         overrides.append("task.model.encoder_weights=null")

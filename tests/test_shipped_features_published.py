@@ -1,0 +1,36 @@
+"""Gradient accumulation and two processes on the shipped configs of published datasets (the
+papers' recipes: DeepLabV3+, SPADE and OASIS on Cityscapes, ADE20K, VOC trainaug), each on a
+fixture tree of its layout and shrunk as tests/published_fixtures.py says. The exact resume with
+accumulation is checked on the configs of the framework's own data (tests/test_shipped_features.py),
+whose tasks are these configs' tasks; here each recipe trains its accumulated iterations and its
+two processes, with finite weights."""
+
+import pytest
+from test_shipped_features import ACCUMULATED, PUBLISHED, assert_finite, overrides, trained
+from test_tools_walk import config_id
+
+from support import call_tool, run_forked_ranks
+
+
+def test_every_published_dataset_has_a_shipped_config_here():
+    assert {config.stem for config in PUBLISHED} >= {"deeplabv3plus_r50_cityscapes", "oasis_cityscapes",
+                                                     "spade_ade20k"}
+
+
+@pytest.mark.parametrize("config", PUBLISHED, ids=config_id)
+def test_accumulation_trains_every_published_recipe(config, tmp_path):
+    result = call_tool("train", "--config", config, "--work-dir", tmp_path / "run", *overrides(config, tmp_path),
+                       *ACCUMULATED, "train.max_iters=1")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "x 2 accumulated" in (tmp_path / "run/train.log").read_text()
+    assert_finite(trained(tmp_path / "run", 1)["task"])
+
+
+@pytest.mark.parametrize("config", PUBLISHED, ids=config_id)
+def test_two_processes_train_every_published_recipe(config, tmp_path):
+    result = run_forked_ranks(2, "train", "--config", config, "--work-dir", tmp_path / "run",
+                              *overrides(config, tmp_path, samples=4), "metrics=[]", "train.best_metric=null",
+                              folder=tmp_path / "ranks")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "processes 2" in (tmp_path / "run/train.log").read_text()
+    assert_finite(trained(tmp_path / "run", 1)["task"])
