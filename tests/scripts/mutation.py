@@ -99,7 +99,7 @@ MODULES: dict[str, tuple[str, list[str]]] = {
        for name in ("common", "cityscapes", "ade20k", "cocostuff")},
     "data.published.voc": ("framework/data/published/voc.py", [  # + the VOC tests of test_data.py
         "tests/test_published_voc_sbd.py", "tests/test_published_refusals.py", "tests/test_data.py", "-k",
-        "voc or VOC or trainaug or sbd or mat"]),
+        "voc or VOC or trainaug or sbd or mat or pass_their_labels"]),
     "engine.hooks.early_stopping": ("framework/engine/hooks/early_stopping.py", [
         "tests/test_early_stopping.py", "-k", "not crash and not two_processes"]),
     "engine.nonfinite": ("framework/engine/nonfinite.py", ["tests/test_nonfinite.py", "-k", "not rank_1"]),
