@@ -173,17 +173,31 @@ def train_plain(script: str, variant: str | None, root, tmp_path, *flags) -> dic
     return state if script == "segmentation" else {f"{net}.{k}": v for net, d in state.items() for k, v in d.items()}
 
 
+@pytest.fixture(scope="module")
+def float32_runs(tmp_path_factory):
+    """script, variant -> (its data folder, its float32 weights), each trained once for both tests below."""
+    runs = {}
+
+    def get(script: str, variant: str | None):
+        if (script, variant) not in runs:
+            folder = tmp_path_factory.mktemp(f"{script}_{variant}")
+            root = plain_data(script, folder)
+            runs[script, variant] = root, train_plain(script, variant, root, folder)
+        return runs[script, variant]
+    return get
+
+
 @pytest.mark.parametrize("script, variant", PLAIN_RUNS)
-def test_plain_scripts_train_in_float32(script, variant, tmp_path):
-    state = train_plain(script, variant, plain_data(script, tmp_path), tmp_path)
+def test_plain_scripts_train_in_float32(script, variant, float32_runs):
+    _, state = float32_runs(script, variant)
     assert all(v.dtype != torch.bfloat16 and torch.isfinite(v).all() for v in state.values())
 
 
 @NATIVE_BF16
 @pytest.mark.parametrize("script, variant", PLAIN_RUNS)
-def test_plain_scripts_train_under_bf16_autocast(script, variant, tmp_path):
-    root = plain_data(script, tmp_path)
-    float32, bf16 = train_plain(script, variant, root, tmp_path), train_plain(script, variant, root, tmp_path, "--bf16")
+def test_plain_scripts_train_under_bf16_autocast(script, variant, float32_runs, tmp_path):
+    root, float32 = float32_runs(script, variant)
+    bf16 = train_plain(script, variant, root, tmp_path, "--bf16")
     assert all(v.dtype != torch.bfloat16 and torch.isfinite(v).all() for v in bf16.values())  # float32 weights
     assert any(not torch.equal(float32[k], bf16[k]) for k in float32)  # bf16 rounding changed the training
 
