@@ -12,9 +12,13 @@ from support import call_tool, run_forked_ranks
 
 @pytest.mark.parametrize("config", OWN_DATA, ids=config_id)
 def test_two_processes_train_every_shipped_config(config, tmp_path):
-    result = run_forked_ranks(2, "train", "--config", config, "--work-dir", tmp_path / "run",
-                              *overrides(config, tmp_path), "metrics=[]", "train.best_metric=null",
-                              folder=tmp_path / "ranks")
+    trains_on_two_processes(config, overrides(config, tmp_path), tmp_path)
+
+
+def trains_on_two_processes(config, shrunk: list[str], tmp_path) -> None:
+    """`config` with the `shrunk` overrides trains an iteration on two processes, its weights finite."""
+    result = run_forked_ranks(2, "train", "--config", config, "--work-dir", tmp_path / "run", *shrunk, "metrics=[]",
+                              "train.best_metric=null", folder=tmp_path / "ranks")
     assert result.returncode == 0, result.stderr[-3000:]
     assert "processes 2" in (tmp_path / "run/train.log").read_text()
     assert_finite(trained(tmp_path / "run", 1)["task"])

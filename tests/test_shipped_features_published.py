@@ -7,9 +7,10 @@ two processes, with finite weights."""
 
 import pytest
 from test_shipped_features import ACCUMULATED, PUBLISHED, assert_finite, overrides, trained
+from test_shipped_features_parallel import trains_on_two_processes
 from test_tools_walk import config_id
 
-from support import call_tool, run_forked_ranks
+from support import call_tool
 
 
 def test_every_published_dataset_has_a_shipped_config_here():
@@ -28,9 +29,4 @@ def test_accumulation_trains_every_published_recipe(config, tmp_path):
 
 @pytest.mark.parametrize("config", PUBLISHED, ids=config_id)
 def test_two_processes_train_every_published_recipe(config, tmp_path):
-    result = run_forked_ranks(2, "train", "--config", config, "--work-dir", tmp_path / "run",
-                              *overrides(config, tmp_path, samples=4), "metrics=[]", "train.best_metric=null",
-                              folder=tmp_path / "ranks")
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "processes 2" in (tmp_path / "run/train.log").read_text()
-    assert_finite(trained(tmp_path / "run", 1)["task"])
+    trains_on_two_processes(config, overrides(config, tmp_path, samples=4), tmp_path)
