@@ -23,6 +23,7 @@ from framework.dist import get_rank, get_world_size, is_main, wrap_networks
 from framework.dist.sync_bn import convert_sync_batchnorm
 from framework.engine import network_settings, pretrained
 from framework.engine.hooks import CheckpointHook, EvalHook, HParamsHook, LoggerHook, LRSchedulerHook
+from framework.engine.hooks.thread_tuner import ThreadTunerHook
 from framework.engine.label_map_data import check_label_map_data
 from framework.engine.loggers import LoggerGroup, build_loggers
 from framework.engine.nonfinite import NonFiniteGuard
@@ -40,7 +41,7 @@ from framework.runtime import precision
 from framework.runtime.compile import compile_networks
 from framework.runtime.malloc import tune_malloc
 from framework.runtime.precision import autocast_dtype, describe_memory_format, use_channels_last
-from framework.runtime.threads import apply_threads, usable_cores
+from framework.runtime.threads import apply_threads, auto_chosen, usable_cores
 
 logger = logging.getLogger("framework")
 
@@ -77,7 +78,7 @@ def build_trainer(cfg: DictConfig, work_dir: str, resume: str | bool | None = No
     optim = build_optim(plain, task, device, max_iters, amp_dtype)
     optim.ddp_networks = wrap_networks(task, device, plain["dist"]["find_unused_parameters"],
                                        plain["dist"]["broadcast_buffers"])  # after loading: rank 0's weights
-    hooks = build_hooks(plain, val_loader)  # before the first file is written: a wrong hook or metric name
+    hooks = build_hooks(plain, val_loader) + thread_tuner(plain, device)  # before the first file: a wrong name
     logger_group = open_loggers(cfg, work_dir, loggers, resume_from[1]["meta"]["iter"] if resume_from else None)
     trainer = Trainer(task, optim, train_loader, hooks, max_iters, work_dir, device, loggers=logger_group,
                       accumulate=plain["train"]["accumulate"], amp_dtype=amp_dtype,
@@ -230,6 +231,20 @@ def build_hooks(cfg: dict, val_loader) -> list:
         for key, name in hook.monitored_metrics().items():
             check_metric_name(f"hooks[{i}].{key}", name, evaluated)
     return hooks + configured
+
+
+def thread_tuner(cfg: dict, device: torch.device) -> list:
+    """[ThreadTunerHook] where `threads: auto` chose the count of a lone CPU process that need not
+    repeat bit for bit (runtime/thread_tuning.py: fewer threads while the machine is busy), else []."""
+    if not auto_chosen(cfg["threads"]) or device.type != "cpu" or get_world_size() > 1:
+        return []
+    if cfg["deterministic"] is not False:
+        logger.info("threads: not adapted to the machine's load (deterministic: a count that varies with the "
+                    "load would vary the sums)")
+        return []
+    logger.info(f"threads: fewer while the machine is busy (a check at iteration {ThreadTunerHook.first} and "
+                f"every {ThreadTunerHook.interval} iterations; pin them with threads: N)")
+    return [ThreadTunerHook(torch.get_num_threads())]
 
 
 def check_metric_name(path: str, name: str | None, metrics: list) -> None:

@@ -75,6 +75,12 @@ def resolve_threads(setting, environ=os.environ, affinity: int | None = None,
     return cores, f"threads {cores} (threads: auto: {why})"
 
 
+def auto_chosen(setting, environ=os.environ) -> bool:
+    """Whether `threads: auto` chose the count (not `threads: N`, not OMP_NUM_THREADS): the
+    engine then adapts it to the machine's load (runtime/thread_tuning.py)."""
+    return setting == "auto" and not environ.get("OMP_NUM_THREADS")
+
+
 def apply_threads(setting) -> str:
     """Set torch's intra-op threads for `threads: setting`; the log line."""
     import torch
