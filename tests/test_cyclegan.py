@@ -19,7 +19,7 @@ from framework.optim.optimizers import build_optimizers
 from framework.optim.schedulers import LinearDecayLR
 from framework.tasks.cyclegan import CycleGANTask
 from framework.tasks.image_pool import ImagePool
-from support import named
+from support import REPO, named
 
 POOL_SIZE = 3  # batch 2: full after the second iteration, so the third swaps
 ITERATIONS = 3
@@ -210,6 +210,27 @@ def test_linear_decay_is_constant_then_linear_to_zero():
     assert lrs == pytest.approx([0.2] * 5 + [0.15, 0.1, 0.05, 0.0])
     with pytest.raises(ValueError, match="decay_start < max_iters"):
         LinearDecayLR(optimizer, decay_start=8, max_iters=8)
+
+
+def test_the_shipped_schedule_is_the_one_it_had_as_an_iteration():
+    """The shipped config's `decay_start: 0.5` at its 600 iterations is 8bdca20's `decay_start:
+    300`, iteration by iteration (issue 51 item 10 suspected the change: docs/cyclegan.md)."""
+    from framework.config import load_config
+
+    cfg = load_config(REPO / "projects/cyclegan/configs/cyclegan_shapes.yaml")
+    shipped = cfg.optimizers.generators.scheduler.decay_start
+    assert shipped == 0.5 and cfg.train.max_iters == 600
+
+    def lrs(decay_start):
+        optimizer = torch.optim.SGD([nn.Parameter(torch.zeros(1))], lr=2e-4)
+        scheduler, seen = LinearDecayLR(optimizer, decay_start=decay_start, max_iters=600), []
+        for _ in range(600):
+            seen.append(optimizer.param_groups[0]["lr"])
+            optimizer.step()
+            scheduler.step()
+        return seen
+
+    assert lrs(shipped) == lrs(300) and lrs(shipped) != lrs(301)
 
 
 # ----------------------------------------------------------------------------- UnpairedImageFolders
