@@ -38,7 +38,8 @@ def load(path, device=None, config=None, num_classes: int | None = None):
     if not path.exists():
         path = hub_cache_folder(str(path))
     run_dir = None
-    if path.is_dir() and is_model_folder(path):
+    model_folder = path.is_dir() and is_model_folder(path)
+    if model_folder:
         task, plain, metrics = read_model_folder(path, device)
     else:
         if path.is_dir():
@@ -55,7 +56,7 @@ def load(path, device=None, config=None, num_classes: int | None = None):
         task, plain = load_trained_task(str(config), str(checkpoint), (), device)
         metrics = final_metrics(run_dir)
     check_class_count(task, num_classes, path)
-    return Model(task, plain, device, source=run_dir, metrics=metrics)
+    return Model(task, plain, device, source=run_dir, metrics=metrics, has_discriminator_weights=not model_folder)
 
 
 def train(config, overrides=None, work_dir=None, resume=None, overwrite: bool = False) -> dict:
