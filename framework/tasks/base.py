@@ -49,7 +49,6 @@ from torch import nn
 from framework.dist import unwrap
 from framework.errors import ConfigError
 from framework.tasks import derived
-from framework.tasks.generator_saliency import GeneratorSaliency
 
 
 class UpdatesNetworks(Protocol):
@@ -230,7 +229,7 @@ def rename_prefix(state: dict, old: str, new: str) -> None:
 CONDITIONINGS = ("image", "unpaired", "noise", "labels")
 
 
-class GeneratorTask(GeneratorSaliency, Task):
+class GeneratorTask(derived.GeneratorSaliency, Task):
     """A task whose product is a generator (a GAN): what inference/, export, analysis and the
     tools ask of it.
 
@@ -292,5 +291,5 @@ class GeneratorTask(GeneratorSaliency, Task):
 
         generator = self.generator_for(direction)
         if self.conditioning == "noise":
-            return NoiseToImage(generator).eval(), "noise", self.noise_shape[0]
+            return NoiseToImage(generator, self.noise_shape[0]).eval(), "noise", self.noise_shape[0]
         return ImageTranslator(generator).eval(), "image", network_size_divisor(generator)

@@ -68,9 +68,9 @@ from framework.inference.generator import to_signed, to_unit
 from framework.registry import TASKS
 from framework.tasks.adversary import Adversary, check_weight
 from framework.tasks.base import GeneratorTask, average_logs, micro_step, rename_prefix, update_with
+from framework.tasks.derived import judged
 from framework.tasks.ema import EMA
 from framework.tasks.ema_batchnorm import batch_norms
-from framework.tasks.generator_saliency import judged
 from framework.tasks.image_pool import ImagePool
 from framework.visualization.panels import side_by_side, stack_rows, write_named_pngs
 

@@ -47,10 +47,10 @@ from framework.inference.noise import item_noise
 from framework.registry import TASKS
 from framework.tasks.adversary import Adversary, check_weight
 from framework.tasks.base import GeneratorTask, average_logs, micro_step, rename_prefix, update_with
+from framework.tasks.derived import judged
 from framework.tasks.discriminator_step import d_input_pair
 from framework.tasks.ema import EMA
 from framework.tasks.ema_batchnorm import BATCHES, EMABatchNorm, ReestimatedEMAState, check_batches
-from framework.tasks.generator_saliency import judged
 from framework.tasks.replay import random_state, replaying
 from framework.visualization.panels import side_by_side, stack_rows, write_named_pngs
 
