@@ -27,10 +27,13 @@ def item_keys(items: list, names: list[str] | None) -> list[int | str]:
 
 def saliency_maps(model, images, target, region=None, method: str = "gradient", samples: int = DEFAULT_SAMPLES,
                   noise: float = DEFAULT_NOISE, seed: int = 0, direction: str | None = None, batch_size: int = 4,
-                  names: list[str] | None = None, settings=None) -> Saliency | list[Saliency]:
+                  names: list[str] | None = None, settings=None, score=None) -> Saliency | list[Saliency]:
+    """`score`: what `model.task.saliency_score(target, direction, settings, ...)` gives, when the
+    caller has it already (tools/infer.py builds it once, before any file is written)."""
     check_method(method, samples, noise)
     items, single = listed(images)
-    score = model.task.saliency_score(target, direction, settings, model.has_discriminator_weights)
+    if score is None:
+        score = model.task.saliency_score(target, direction, settings, model.has_discriminator_weights)
     keys = item_keys(items, names)
     channels = getattr(model.task, "in_channels", 3)
     numbered = list(enumerate(items))
