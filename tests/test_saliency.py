@@ -160,6 +160,11 @@ def test_infer_writes_saliency_overlays_of_a_class_at_each_input_size(unet_run, 
                       "--saliency", "teapot")
     assert wrong.returncode != 0 and "saliency target 'teapot': not a class of this model" in wrong.stderr
     assert not (tmp_path / "x").exists()
+    maps = write_images(tmp_path / "y/saliency", [(8, 8)])  # the maps would land on the inputs: refused, kept
+    before = maps[0].read_bytes()
+    over = call_tool("infer", *unet_run.args(), "--input", maps[0], "--output", tmp_path / "y", "--saliency", "1")
+    assert over.returncode == 2 and f"would write {maps[0]}, which is --input" in over.stderr
+    assert maps[0].read_bytes() == before and not (tmp_path / "y/masks").exists()
 
 
 def test_troubleshooting_quotes_the_saliency_refusals_as_they_read():
