@@ -99,6 +99,10 @@ def test_regions_are_checked_and_a_verdict_takes_none():
             region_mask(bad, 5, 5)
     with pytest.raises(ConfigError, match="one number per image"):
         item_scores(torch.zeros(2), np.ones((3, 3), bool))
+    for options, message in [({"samples": 0}, "saliency samples"), ({"noise": float("nan")}, "saliency noise"),
+                             ({"seed": -1}, r"saliency seed: an integer in \[0, 2\*\*63\), got -1")]:
+        with pytest.raises(ConfigError, match=message):
+            input_gradients(lambda x: x.sum(dim=1), torch.zeros(1, 3, 2, 2), method="smoothgrad", **options)
 
 
 def write_images(folder, sizes, seed=0):

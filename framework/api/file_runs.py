@@ -8,7 +8,8 @@ tools/infer.py parses the arguments, checks the output folder, shows progress an
     labels           a label map (index PNG) -> --samples images, <name>.png or <name>_<k>.png
     noise            nothing -> --num images sample_<i>.png from --seed
 With --saliency (segmentation, image, unpaired) each input also gives saliency/<name>.png: its
-saliency map (Model.saliency; SmoothGrad with --smoothgrad N, seeded by --seed) over the image.
+saliency map (Model.saliency; SmoothGrad with --smoothgrad N, seeded by --seed) over the image,
+computed in float32 (--amp is for the results' forward passes).
 """
 
 from __future__ import annotations

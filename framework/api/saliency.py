@@ -30,7 +30,7 @@ def saliency_maps(model, images, target, region=None, method: str = "gradient", 
                   names: list[str] | None = None, settings=None, score=None) -> Saliency | list[Saliency]:
     """`score`: what `model.task.saliency_score(target, direction, settings, ...)` gives, when the
     caller has it already (tools/infer.py builds it once, before any file is written)."""
-    check_method(method, samples, noise)
+    check_method(method, samples, noise, seed)
     items, single = listed(images)
     if score is None:
         score = model.task.saliency_score(target, direction, settings, model.has_discriminator_weights)

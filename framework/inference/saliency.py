@@ -49,7 +49,7 @@ class Saliency:
     score: float
 
 
-def check_method(method: str, samples: int, noise: float) -> None:
+def check_method(method: str, samples: int, noise: float, seed: int = 0) -> None:
     if method not in METHODS:
         raise ConfigError(f"saliency method: one of {METHODS}, got {method!r}")
     if method == "smoothgrad":
@@ -57,6 +57,8 @@ def check_method(method: str, samples: int, noise: float) -> None:
             raise ConfigError(f"saliency samples: SmoothGrad needs an integer >= 1 of noisy copies, got {samples!r}")
         if not (isinstance(noise, (int, float)) and 0 <= noise < float("inf")):
             raise ConfigError(f"saliency noise: a fraction >= 0 of the image's range, got {noise!r}")
+        if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed < 2**63:
+            raise ConfigError(f"saliency seed: an integer in [0, 2**63), got {seed!r}")
 
 
 def region_mask(region, height: int, width: int) -> np.ndarray | None:
@@ -110,7 +112,7 @@ def input_gradients(score_map: ScoreMap, pixels: torch.Tensor, region=None, meth
     """(d score / d pixels N x C x H x W, the scores N on the pixels themselves) of same-size
     floating-point pixels. The items of a batch are independent (an evaluation-mode network), so
     the gradient of the scores' sum is each item's own."""
-    check_method(method, samples, noise)
+    check_method(method, samples, noise, seed)
     mask = region_mask(region, *pixels.shape[-2:])
     keys = list(range(len(pixels))) if keys is None else list(keys)
 
