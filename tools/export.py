@@ -29,7 +29,7 @@ from pathlib import Path
 
 from framework.config.rules import integer, number
 from framework.engine.trained import load_trained_task
-from framework.inference.export import FORMATS, example_inputs, export, max_difference, require_onnx
+from framework.inference.export import FORMATS, export, max_difference, require_onnx
 from framework.runtime.cli import check_options as check_options_against
 from framework.runtime.cli import run
 from framework.runtime.overwrite import refuse_writing_over_inputs
@@ -71,12 +71,11 @@ def check_sizes(size: list[int], batch: int, dynamic: bool) -> list[tuple[int, t
     return sizes
 
 
-def compare(module, staged: Path, args, kind: str, divisor_or_channels: int, sizes,
-            noise_dim: int = 0, image_channels: int = 3) -> tuple[float, tuple]:
+def compare(module, staged: Path, args, kind: str, sizes) -> tuple[float, tuple]:
     """(worst max abs difference, the input shape it was found at); NaN when an output is not finite."""
     worst, where = 0.0, ()
     for seed, (batch, size) in enumerate(sizes, start=1):
-        inputs = example_inputs(kind, size, batch, divisor_or_channels, seed, noise_dim, image_channels)
+        inputs = module.example_inputs(size, batch, seed)
         difference = max_difference(module, staged, args.format, inputs, kind)
         print(f"{args.format} vs PyTorch on input {tuple(inputs[0].shape)}: max abs difference {difference:.3e}")
         if not (difference <= worst):  # NaN (a non-finite output) wins over any number
@@ -91,11 +90,9 @@ def main(args: argparse.Namespace) -> int:
     if args.format == "onnx":
         require_onnx()  # refuse before any work when the extra is missing
     task, _ = load_trained_task(args.config, args.checkpoint, args.overrides)  # refuses NaN/inf weights
-    module, kind, divisor_or_channels = task.deployable(args.direction)
-    noise_dim = module.noise_dim if kind == "labels" else 0  # a label-map generator's second input
-    image_channels = module.in_channels if kind == "image" else 3  # N-channel data's segmenters
+    module, kind, _ = task.deployable(args.direction)
     sizes = check_sizes(args.size, args.batch, args.dynamic)
-    example = example_inputs(kind, sizes[0][1], sizes[0][0], divisor_or_channels, 0, noise_dim, image_channels)
+    example = module.example_inputs(sizes[0][1], sizes[0][0], 0)  # what the module takes, at the export size
     output = Path(args.output)
     if output.parent.exists() and not output.parent.is_dir():
         raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(output.parent))
@@ -107,14 +104,15 @@ def main(args: argparse.Namespace) -> int:
             ours = str(err.filename or "").startswith(str(staged))
             raise OSError(err.errno, err.strerror, str(output) if ours else err.filename) from err
         atol = args.atol if args.atol is not None else DEFAULT_ATOL[args.format]
-        worst, where = compare(module, staged, args, kind, divisor_or_channels, sizes, noise_dim, image_channels)
+        worst, where = compare(module, staged, args, kind, sizes)
         if math.isnan(worst):
             print(f"error: the exported model or PyTorch gives non-finite outputs on input {where}; "
                   f"nothing written to {output}", file=sys.stderr)
             return 1
         if not worst <= atol:
+            # at another height and width than the traced one (a noise input has one size: never)
             dynamic = " (--dynamic: the traced graph does not follow this input size; export at the size you " \
-                      "deploy, without --dynamic)" if args.dynamic and kind != "noise" and where[-2:] != sizes[0][1] else ""
+                      "deploy, without --dynamic)" if args.dynamic and where[-2:] != example[0].shape[-2:] else ""
             print(f"error: the exported model differs from PyTorch by {worst:.3e} > --atol {atol:g} on input "
                   f"{where}{dynamic}; nothing written to {output}", file=sys.stderr)
             return 1

@@ -2,9 +2,11 @@
 folder or a Hub name in the local cache) as a `Model` that predicts or generates; `train` and
 `evaluate` runs as tools/train.py and tools/test.py do. Re-exported as `framework.load`, ...
 
-Owns: `Model` and the batch functions tools/infer.py shares with it (`model.py`), model folders and
-the Hub (`folder.py`), the model card (`card.py`), training and evaluation runs (`runs.py`, the
-body of tools/train.py and tools/test.py).
+Owns: `Model` and the batch functions tools/infer.py shares with it (`model.py`), reading inputs
+and grouping them into same-size batches (`batches.py`), saliency maps of a list of images
+(`saliency.py`), each kind's run over files, the body of tools/infer.py (`file_runs.py`), model
+folders and the Hub (`folder.py`), the model card (`card.py`), training and evaluation runs
+(`runs.py`, the body of tools/train.py and tools/test.py).
 May import: __init__, errors, config, dist, data, engine, inference, metrics, tasks, visualization, checkpoint,
 runtime.
 
@@ -38,7 +40,8 @@ def load(path, device=None, config=None, num_classes: int | None = None):
     if not path.exists():
         path = hub_cache_folder(str(path))
     run_dir = None
-    if path.is_dir() and is_model_folder(path):
+    model_folder = path.is_dir() and is_model_folder(path)
+    if model_folder:
         task, plain, metrics = read_model_folder(path, device)
     else:
         if path.is_dir():
@@ -55,7 +58,7 @@ def load(path, device=None, config=None, num_classes: int | None = None):
         task, plain = load_trained_task(str(config), str(checkpoint), (), device)
         metrics = final_metrics(run_dir)
     check_class_count(task, num_classes, path)
-    return Model(task, plain, device, source=run_dir, metrics=metrics)
+    return Model(task, plain, device, source=run_dir, metrics=metrics, has_discriminator_weights=not model_folder)
 
 
 def train(config, overrides=None, work_dir=None, resume=None, overwrite: bool = False) -> dict:

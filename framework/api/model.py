@@ -7,63 +7,20 @@ computed by the same lines (tests/test_api.py checks they are bit-identical).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from framework.api.batches import DEFAULT_BATCH, as_image, autocast, listed, same_size_batches
 from framework.errors import ConfigError
 from framework.inference.arrays import to_tensor, to_uint8
 from framework.inference.noise import item_noise
+from framework.inference.saliency import DEFAULT_NOISE, DEFAULT_SAMPLES
 from framework.inference.segmentation import SegmentationPredictor
 from framework.tasks.base import GeneratorTask
 
-DEFAULT_BATCH = 4
 DEFAULT_NUM = 16  # images generate() draws from noise when not told how many (as tools/infer.py --num)
-
-
-def autocast(device: torch.device, enabled: bool):
-    dtype = torch.float16 if device.type == "cuda" else torch.bfloat16
-    return torch.autocast(device.type, dtype=dtype, enabled=enabled)
-
-
-def same_size_batches(items: Iterable, batch_size: int, read) -> Iterator[list[tuple[object, np.ndarray]]]:
-    """Consecutive items whose `read(item)` arrays share a shape, `batch_size` at most, as
-    [(item, array)]: one forward pass each, and the results stay in the items' order."""
-    if not isinstance(batch_size, int) or batch_size < 1:
-        raise ConfigError(f"batch_size: expected an integer >= 1, got {batch_size!r}")
-    batch: list[tuple[object, np.ndarray]] = []
-    for item in items:
-        array = read(item)
-        if batch and (len(batch) == batch_size or batch[0][1].shape != array.shape):
-            yield batch
-            batch = []
-        batch.append((item, array))
-    if batch:
-        yield batch
-
-
-def as_image(image, channels: int = 3) -> np.ndarray:
-    """A path, a PIL image or an H x W x C uint8 array -> H x W x C array, read as tools/infer.py reads files."""
-    from framework.data.channels import read_channels_image
-    from framework.data.folder import read_rgb_image
-
-    if isinstance(image, (str, Path)):
-        return read_rgb_image(str(image)) if channels == 3 else read_channels_image(str(image), channels)
-    array = np.asarray(image.convert("RGB") if hasattr(image, "convert") else image)
-    if array.ndim != 3 or array.shape[2] != channels:
-        raise ConfigError(f"images: expected H x W x {channels} arrays, got shape {tuple(array.shape)}")
-    return array
-
-
-def listed(inputs, item_dims: int = 3) -> tuple[list, bool]:
-    """(the inputs as a list, whether one input was given rather than a list of them). An array
-    of `item_dims` + 1 dimensions is a stack of inputs (N x H x W x C images; N x H x W label maps
-    with item_dims 2), any other one input (whose shape is then checked)."""
-    single = isinstance(inputs, (str, Path)) or hasattr(inputs, "convert") or (
-        isinstance(inputs, np.ndarray) and inputs.ndim != item_dims + 1)
-    return ([inputs] if single else list(inputs)), single
 
 
 class Model:
@@ -71,9 +28,11 @@ class Model:
     Made by `framework.load`; `config` is the resolved config (a plain dict)."""
 
     def __init__(self, task, config: dict, device: torch.device, source: Path | None = None,
-                 metrics: dict | None = None):
+                 metrics: dict | None = None, has_discriminator_weights: bool = True):
         self.task, self.config, self.device, self.source = task, config, device, source
         self.metrics = dict(metrics or {})  # the run's final evaluation, for the model card
+        # False for a model folder: it keeps the weights prediction runs, the task's discriminator is untrained
+        self.has_discriminator_weights = has_discriminator_weights
         self._synthesizer = None
 
     def __repr__(self) -> str:
@@ -237,6 +196,23 @@ class Model:
                 for index, image in zip(indices, images):
                     draws[index].append(to_uint8(image))
         return [found[0] if samples == 1 else found for found in draws]
+
+    # saliency ----------------------------------------------------------------------------------
+
+    def saliency(self, images, target, region=None, method: str = "gradient", samples: int = DEFAULT_SAMPLES,
+                 noise: float = DEFAULT_NOISE, seed: int = 0, direction: str | None = None,
+                 batch_size: int = DEFAULT_BATCH, names: list[str] | None = None):
+        """Where the `target`'s score comes from: one `Saliency` (heatmap H x W in [0, 1], gradient
+        C x H x W, score) per image (paths, PIL images, H x W x C uint8 arrays; one or a list).
+        target: a class (id or name) of a segmenter, whose logits are summed over `region` (an
+        H x W boolean mask, a box (x0, y0, x1, y1), or None: the whole image), with the config's
+        `inference:` settings; for an image-to-image GAN "output" (the generated pixels in `region`)
+        or "discriminator" (its verdict on the generated image). method: "gradient" or "smoothgrad"
+        (`samples` noisy copies, noise `noise` x the image's range, drawn from (`seed`, copy, the
+        image's name or position): the same map in any batch)."""
+        from framework.api.saliency import saliency_maps
+
+        return saliency_maps(self, images, target, region, method, samples, noise, seed, direction, batch_size, names)
 
     # model folders -----------------------------------------------------------------------------
 

@@ -59,6 +59,10 @@ class PaddedNetwork(nn.Module):
         height, width = x.shape[-2], x.shape[-1]
         return self.network(traceable_pad(x, self.size_divisor))[..., :height, :width]
 
+    def example_inputs(self, size: tuple[int, int], batch: int, seed: int) -> tuple[torch.Tensor, ...]:
+        """What the exported module takes, drawn from `seed`: images 0..255 of its channels."""
+        return example_inputs("image", size, batch, 0, seed, image_channels=self.in_channels)
+
 
 class NormalizedSegmenter(PaddedNetwork):
     def __init__(self, model: nn.Module, mean: torch.Tensor, std: torch.Tensor, size_divisor: int | None = None):
@@ -80,6 +84,14 @@ class ImageTranslator(PaddedNetwork):
 
 
 class NoiseToImage(PaddedNetwork):
+    def __init__(self, network: nn.Module, noise_channels: int):
+        super().__init__(network)
+        self.noise_channels = noise_channels
+
+    def example_inputs(self, size: tuple[int, int], batch: int, seed: int) -> tuple[torch.Tensor, ...]:
+        """Noise N x noise_channels x 1 x 1 (the image size is the generator's own)."""
+        return example_inputs("noise", size, batch, self.noise_channels, seed)
+
     def forward(self, noise: torch.Tensor) -> torch.Tensor:
         return ((self.network(noise) + 1) / 2).clamp(0, 1)
 

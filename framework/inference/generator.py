@@ -16,8 +16,8 @@ from framework.inference.settings import network_size_divisor
 
 
 def to_signed(image: torch.Tensor) -> torch.Tensor:
-    """uint8 [0, 255] -> float [-1, 1] (what generators take and make)."""
-    return image.float() / 127.5 - 1
+    """uint8 [0, 255] -> float [-1, 1] (what generators take and make); float64 stays float64."""
+    return image.to(torch.promote_types(image.dtype, torch.float32)) / 127.5 - 1
 
 
 def to_unit(image: torch.Tensor) -> torch.Tensor:
@@ -36,9 +36,14 @@ class GeneratorPredictor:
     @torch.no_grad()
     def translate(self, images: torch.Tensor) -> torch.Tensor:
         """N x 3 x H x W uint8 -> N x C x H x W float images in [0, 1]."""
+        return to_unit(self.signed_output(images))
+
+    def signed_output(self, images: torch.Tensor) -> torch.Tensor:
+        """N x 3 x H x W pixels (uint8, or floats on the 0..255 scale) -> the generator's output in
+        [-1, 1] at their size, float32 (float64 for float64 pixels); the autograd graph is kept."""
         height, width = images.shape[-2:]
-        fake = self.generator(pad_to_multiple(to_signed(images), self.size_divisor))
-        return to_unit(fake[..., :height, :width].float())
+        fake = self.generator(pad_to_multiple(to_signed(images), self.size_divisor))[..., :height, :width]
+        return fake if fake.dtype == torch.float64 else fake.float()
 
     def noise(self, count: int, seed: int, device: torch.device, first: int = 0) -> torch.Tensor:
         """The noise of samples first .. first + count - 1: sample i's from (seed, i) alone

@@ -1,11 +1,12 @@
-"""What tools/infer.py writes, named in one place: the writers take their file names from here, and
-the check that no result lands on an input (framework/runtime/overwrite.py) is handed the same
-list before anything is written.
+"""What tools/infer.py writes, named in one place: the writers (framework/api/file_runs.py) take
+their file names from here, and the check that no result lands on an input
+(framework/runtime/overwrite.py) is handed the same list before anything is written.
 
     segmentation        <output>/masks/<name>.png and <output>/overlays/<name>.png
     image to image      <output>/<name>.png
     label maps          <output>/<name>.png, or <name>_<k>.png for draw k of several (--samples)
     from noise          <output>/sample_<i>.png (four digits at least)
+    saliency            <output>/saliency/<name>.png besides (--saliency)
 
 <name> is the input's file name without its suffix.
 """
@@ -16,8 +17,6 @@ import os
 from pathlib import Path
 
 from framework.errors import ConfigError
-
-KINDS = ("segmentation", "image", "labels", "noise")
 
 
 def distinct_inputs(paths: list[Path]) -> list[Path]:
@@ -50,18 +49,10 @@ def draw_file(output: Path, input_path: Path, draw: int, samples: int) -> Path:
     return output / (f"{input_path.stem}.png" if samples == 1 else f"{input_path.stem}_{draw}.png")
 
 
+def saliency_file(output: Path, input_path: Path) -> Path:
+    """An input's saliency map over the image (tools/infer.py --saliency)."""
+    return output / "saliency" / f"{input_path.stem}.png"
+
+
 def sample_file(output: Path, index: int) -> Path:
     return output / f"sample_{index:04d}.png"
-
-
-def result_files(kind: str, output: Path, inputs: list[Path], samples: int = 1, num: int = 0) -> list[Path]:
-    """Every file a run of `kind` (one of KINDS) writes."""
-    if kind == "segmentation":
-        return [file for path in inputs for file in segmentation_files(output, path)]
-    if kind == "image":
-        return [translation_file(output, path) for path in inputs]
-    if kind == "labels":
-        return [draw_file(output, path, draw, samples) for path in inputs for draw in range(samples)]
-    if kind == "noise":
-        return [sample_file(output, index) for index in range(num)]
-    raise ValueError(f"result_files: kind must be one of {KINDS}, got {kind!r}")

@@ -67,6 +67,11 @@ class SegmentationPredictor:
 
     @torch.no_grad()
     def logits(self, images: torch.Tensor) -> torch.Tensor:
+        return self.differentiable_logits(images)
+
+    def differentiable_logits(self, images: torch.Tensor) -> torch.Tensor:
+        """`logits` with the autograd graph kept (saliency): padding, scales, flips and tiles all
+        pass gradients back to `images` at their own size."""
         x = self.normalize(images) if self.normalize is not None else images
         size = x.shape[-2:]
         total = None
@@ -99,7 +104,7 @@ class SegmentationPredictor:
         height, width = x.shape[-2:]
         windows = [(top, left) for top in tile_starts(height, crop_h, stride_h)
                    for left in tile_starts(width, crop_w, stride_w)]
-        result = count = None
+        result = None
         for index, image in enumerate(x):  # one image at a time: tiles of several never pile up
             for first in range(0, len(windows), self.settings.tile_batch):
                 chunk = windows[first:first + self.settings.tile_batch]
@@ -107,9 +112,8 @@ class SegmentationPredictor:
                 logits = self._padded(tiles)
                 if result is None:  # the only image-sized buffers: the summed logits and a count
                     result = logits.new_zeros(x.shape[0], logits.shape[1], height, width)
+                if first == 0:  # a new count per image: the division's backward (saliency) keeps each one
                     count = logits.new_zeros(1, height, width)
-                if first == 0:
-                    count.zero_()
                 for (top, left), tile in zip(chunk, logits):
                     h, w = tile.shape[-2:]
                     result[index, :, top:top + h, left:left + w] += tile

@@ -29,6 +29,7 @@ What the tools ask of any task (declared here, so nobody asks `hasattr`):
                              example inputs of batch 1 for an image of that size (analyze_model)
     deployable(direction)    -> (module, input kind, size divisor or noise channels) to export
     upgrade_state_dict(state) renames an older release's checkpoint keys in place before loading
+    saliency_score(target, ...) -> what saliency differentiates, from the input pixels
 
 A task whose product is a generator (a GAN) is a `GeneratorTask` (below): inference/, export
 and the tools ask it which generator to use and what that generator takes.
@@ -121,6 +122,11 @@ class Task(nn.Module):
 
     def upgrade_state_dict(self, state: dict) -> None:  # noqa: B027 (optional)
         """Rename, in place, the keys an older release wrote (checkpoints keep resuming)."""
+
+    def saliency_score(self, target, direction: str | None = None, settings=None, discriminator_loaded: bool = True):
+        """Pixels N x C x H x W (floats, 0..255) -> what saliency differentiates: a score map N x H x W
+        or a score per item (framework/inference/saliency.py)."""
+        raise ConfigError(f"saliency: {type(self).__name__} does not say what to differentiate (saliency_score)")
 
     def networks(self) -> dict[str, nn.Module]:
         """Submodules with trainable parameters (an EMA copy or a loss has none)."""
@@ -223,7 +229,7 @@ def rename_prefix(state: dict, old: str, new: str) -> None:
 CONDITIONINGS = ("image", "unpaired", "noise", "labels")
 
 
-class GeneratorTask(Task):
+class GeneratorTask(derived.GeneratorSaliency, Task):
     """A task whose product is a generator (a GAN): what inference/, export, analysis and the
     tools ask of it.
 
@@ -285,5 +291,5 @@ class GeneratorTask(Task):
 
         generator = self.generator_for(direction)
         if self.conditioning == "noise":
-            return NoiseToImage(generator).eval(), "noise", self.noise_shape[0]
+            return NoiseToImage(generator, self.noise_shape[0]).eval(), "noise", self.noise_shape[0]
         return ImageTranslator(generator).eval(), "image", network_size_divisor(generator)

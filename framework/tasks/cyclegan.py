@@ -68,6 +68,7 @@ from framework.inference.generator import to_signed, to_unit
 from framework.registry import TASKS
 from framework.tasks.adversary import Adversary, check_weight
 from framework.tasks.base import GeneratorTask, average_logs, micro_step, rename_prefix, update_with
+from framework.tasks.derived import judged
 from framework.tasks.ema import EMA
 from framework.tasks.ema_batchnorm import batch_norms
 from framework.tasks.image_pool import ImagePool
@@ -216,6 +217,10 @@ class CycleGANTask(GeneratorTask):
         """The generator of `direction` (AtoB or BtoA) used for evaluation: its EMA when kept."""
         name = "generator_ab" if self.check_direction(direction) == "AtoB" else "generator_ba"
         return self.ema[name] if self.ema is not None else unwrap(getattr(self, name))
+
+    def verdict(self, condition: torch.Tensor, fake: torch.Tensor, direction: str | None = "AtoB") -> torch.Tensor:
+        """The target domain's discriminator on the translation alone: D_b judges AtoB, D_a BtoA."""
+        return judged(self.discriminator_b if direction == "AtoB" else self.discriminator_a, fake)
 
     def network_examples(self, height: int, width: int) -> dict[str, tuple[nn.Module, tuple]]:
         examples = {}

@@ -47,6 +47,7 @@ from framework.inference.noise import item_noise
 from framework.registry import TASKS
 from framework.tasks.adversary import Adversary, check_weight
 from framework.tasks.base import GeneratorTask, average_logs, micro_step, rename_prefix, update_with
+from framework.tasks.derived import judged
 from framework.tasks.discriminator_step import d_input_pair
 from framework.tasks.ema import EMA
 from framework.tasks.ema_batchnorm import BATCHES, EMABatchNorm, ReestimatedEMAState, check_batches
@@ -211,6 +212,10 @@ class GANTask(ReestimatedEMAState, GeneratorTask):
             return unwrap(self.generator)
         self.ema_batchnorm.refresh(self.ema["generator"], self.refresh_pass, self.ema.updates.value)
         return self.ema["generator"]
+
+    def verdict(self, condition: torch.Tensor, fake: torch.Tensor, direction: str | None = None) -> torch.Tensor:
+        """The discriminator on what it sees in training: the input and the output side by side."""
+        return judged(self.discriminator, d_input_pair(condition, fake))
 
     def refresh_pass(self, given: torch.Tensor, draw: torch.Generator) -> None:
         if self.conditional:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from framework.inference.export import traceable_pad
+from framework.inference.export import example_inputs, traceable_pad
 from framework.inference.generator import to_unit
 from framework.inference.settings import network_size_divisor
 
@@ -21,7 +21,7 @@ class LabelsToImage(nn.Module):
 
     def __init__(self, generator: nn.Module, num_classes: int, ignore_index: int):
         super().__init__()
-        self.generator, self.ignore_index = generator, ignore_index
+        self.generator, self.ignore_index, self.num_classes = generator, ignore_index, num_classes
         self.noise_dim = generator.noise_dim  # 0: the module takes the label maps alone
         self.divisor = network_size_divisor(generator)
         channels = num_classes + int(generator.contain_dontcare_label)
@@ -29,6 +29,10 @@ class LabelsToImage(nn.Module):
         if generator.contain_dontcare_label:
             ids[-1] = ignore_index
         self.register_buffer("ids", ids.view(1, -1, 1, 1))
+
+    def example_inputs(self, size: tuple[int, int], batch: int, seed: int) -> tuple[torch.Tensor, ...]:
+        """Label maps of random classes (and noise when the generator takes it), drawn from `seed`."""
+        return example_inputs("labels", size, batch, self.num_classes, seed, self.noise_dim)
 
     def forward(self, labels: torch.Tensor, noise: torch.Tensor | None = None) -> torch.Tensor:
         height, width = labels.shape[-2], labels.shape[-1]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -61,7 +62,8 @@ class SegmentationTask(Task):
         return int(self.mean.shape[1])
 
     def normalize(self, image: torch.Tensor) -> torch.Tensor:
-        return (image.float() - self.mean) / self.std
+        # float64 pixels stay float64 (saliency's finite-difference check); uint8 becomes float32
+        return (image.to(torch.promote_types(image.dtype, torch.float32)) - self.mean) / self.std
 
     def loss_terms(self, logits: torch.Tensor, target: torch.Tensor) -> dict[str, torch.Tensor]:
         if self._loss_has_terms:
@@ -88,6 +90,33 @@ class SegmentationTask(Task):
     def predict(self, image: torch.Tensor) -> torch.Tensor:
         return self.predictor().predict(image)
 
+    def class_index(self, target) -> int:
+        """A class given by its name or id (an int, or its digits from the command line)."""
+        if isinstance(target, str) and target in self.class_names:
+            return self.class_names.index(target)
+        index = int(target) if isinstance(target, str) and target.isdigit() else target
+        if isinstance(index, (int, np.integer)) and not isinstance(index, bool) and 0 <= index < self.num_classes:
+            return int(index)
+        raise ConfigError(f"saliency target {target!r}: not a class of this model; its classes are "
+                          f"{', '.join(f'{i} {name}' for i, name in enumerate(self.class_names))}")
+
+    def saliency_score(self, target, direction: str | None = None, settings: InferenceSettings | None = None,
+                       discriminator_loaded: bool = True):
+        """Pixels (N x C x H x W, 0..255) -> the class `target`'s logits N x H x W at the pixels' size,
+        through the `inference` settings (or `settings`). A binary segmenter's one logit scores
+        class 1; class 0 is scored by its negative. (No discriminator: `discriminator_loaded` is moot.)"""
+        self.refuse_direction(direction)
+        index = self.class_index(target)
+        predictor = self.predictor(settings)
+
+        def class_logits(pixels: torch.Tensor) -> torch.Tensor:
+            logits = predictor.differentiable_logits(pixels)
+            if logits.shape[1] == 1:
+                return logits[:, 0] if index == 1 else -logits[:, 0]
+            return logits[:, index]
+
+        return class_logits
+
     def network_examples(self, height: int, width: int) -> dict[str, tuple[nn.Module, tuple]]:
         """The model on what it sees after normalisation, padded to its size divisor."""
         image = pad_to_multiple(torch.randn(1, self.mean.shape[1], height, width), network_size_divisor(self.model))
@@ -95,11 +124,14 @@ class SegmentationTask(Task):
 
     def deployable(self, direction: str | None = None) -> tuple[nn.Module, str, int]:
         """The model with the normalisation inside: 0..255 images in, logits out."""
+        self.refuse_direction(direction)
+        divisor = self.predictor().size_divisor  # the one infer pads to (inference.size_divisor)
+        return NormalizedSegmenter(self.model, self.mean, self.std, divisor).eval(), "image", divisor
+
+    def refuse_direction(self, direction: str | None) -> None:
         if direction is not None:
             raise ConfigError(f"--direction: {type(self).__name__} has no generators; --direction is for a task "
                               "that translates both ways (CycleGANTask)")
-        divisor = self.predictor().size_divisor  # the one infer pads to (inference.size_divisor)
-        return NormalizedSegmenter(self.model, self.mean, self.std, divisor).eval(), "image", divisor
 
     def val_step(self, batch: dict) -> dict:
         return {"pred": self.predict(batch["image"]), "target": batch["mask"]}
