@@ -37,6 +37,21 @@ def test_a_busy_machine_gets_one_thread_and_a_quiet_one_keeps_two():
     assert ran == [2] * 9 + [1] * 4 + [2] * 17 and lines == []
 
 
+def test_the_probe_asks_only_for_changes_and_starts_at_the_current_count():
+    probe, asked, threads = ThreadProbe(max_threads=2, first=2, block=2), [], 2
+    for iteration in range(1, 10):
+        wanted = probe.observe(iteration, {2: 0.30, 1: 0.16}[threads])[0]
+        asked.append(wanted)
+        threads = wanted or threads
+    # after 2: the probe's A block (2, no change), then B (1), then A again (2), then the decision (1)
+    assert asked == [None, None, None, 1, None, 2, None, 1, None]
+
+
+def test_at_the_margin_exactly_the_count_stays():
+    probe = ThreadProbe(max_threads=2, margin=0.25)
+    assert feed(probe, {2: 1.0, 1: 0.75}, range(1, 31))[1] == []  # 25% faster is not more than 25%
+
+
 def test_within_the_margin_the_count_stays():
     probe = ThreadProbe(max_threads=2, margin=0.05)
     assert feed(probe, {2: 0.100, 1: 0.096}, range(1, 31))[1] == []  # 4% faster: noise, not load
@@ -60,6 +75,16 @@ def test_between_one_and_the_maximum_the_probes_alternate_down_and_up():
         tried.append(probe.neighbour())
         feed(probe, {3: 1.0, 4: 1.0, 5: 1.0}, range(probe.next_start, probe.next_start + 4))
     assert tried == [3, 5, 3, 5] and probe.threads == 4
+
+
+def test_at_one_thread_the_probe_tries_two_and_at_the_maximum_one_less():
+    assert ThreadProbe(max_threads=4, threads=1).neighbour() == 2
+    probe = ThreadProbe(max_threads=4, first=1, block=1, interval=3)
+    tried = []
+    for _ in range(3):  # the count stays at the maximum: every probe tries one less, never more
+        tried.append(probe.neighbour())
+        feed(probe, {3: 1.0, 4: 1.0}, range(probe.next_start, probe.next_start + 4))
+    assert tried == [3, 3, 3] and probe.threads == 4
 
 
 def test_one_core_never_probes():

@@ -62,7 +62,7 @@ class ThreadProbe:
             other = self.neighbour()
             self._plan = [self.threads] * self.block + [other] * self.block + [self.threads] * self.block
             self._times = {self.threads: [], other: []}
-            return self._plan[0], None  # iteration + 1 is the probe's first
+            return None, None  # the probe's first block runs at the current count
         ran_with = self._plan.pop(0)
         self._times[ran_with].append(seconds)
         if self._plan:

@@ -33,6 +33,7 @@ MODULES: dict[str, tuple[str, list[str]]] = {
         "-k", "not quickstart and not float16_scale_backs_off and not tool and not rank and not raise_stops "
               "and not skip_skips and not too_many"]),
     "optim.schedulers": ("framework/optim/schedulers.py", ["tests/test_schedulers.py", "tests/test_optim.py"]),
+    "runtime.thread_tuning": ("framework/runtime/thread_tuning.py", ["tests/test_thread_tuning.py", "-k", "not a_run"]),
     "optim.ownership": ("framework/optim/ownership.py", ["tests/test_optim_ownership.py", "tests/test_optim.py"]),
     "config.metric_direction": ("framework/config/metric_direction.py", ["tests/test_metric_direction.py"]),
     # (test_checkpoints.py's killed-mid-write test forks a writer that did not get halfway in 60 s
