@@ -17,7 +17,7 @@ from framework.inference.settings import network_size_divisor
 
 def to_signed(image: torch.Tensor) -> torch.Tensor:
     """uint8 [0, 255] -> float [-1, 1] (what generators take and make); float64 stays float64."""
-    return image.to(torch.promote_types(image.dtype, torch.float32)) / 127.5 - 1
+    return (image if image.dtype == torch.float64 else image.float()) / 127.5 - 1
 
 
 def to_unit(image: torch.Tensor) -> torch.Tensor:

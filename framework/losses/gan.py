@@ -58,7 +58,7 @@ def scale_logits(output) -> list[torch.Tensor]:
 def sample_verdicts(output) -> torch.Tensor:
     """Each sample's verdict (N,): its mean logit over the patches of each scale, averaged over
     the scales (a scalar-output discriminator's logit itself)."""
-    per_scale = [logits.flatten(1).to(torch.promote_types(logits.dtype, torch.float32)).mean(dim=1)
+    per_scale = [(logits if logits.dtype == torch.float64 else logits.float()).flatten(1).mean(dim=1)
                  for logits in scale_logits(output)]  # float64 stays float64: saliency's finite differences
     return torch.stack(per_scale).mean(dim=0) if len(per_scale) > 1 else per_scale[0]
 

@@ -62,8 +62,9 @@ class SegmentationTask(Task):
         return int(self.mean.shape[1])
 
     def normalize(self, image: torch.Tensor) -> torch.Tensor:
-        # float64 pixels stay float64 (saliency's finite-difference check); uint8 becomes float32
-        return (image.to(torch.promote_types(image.dtype, torch.float32)) - self.mean) / self.std
+        # float64 pixels stay float64 (saliency's finite-difference check); uint8 becomes float32 (a dtype test,
+        # not torch.promote_types: that is an operator call every step)
+        return ((image if image.dtype == torch.float64 else image.float()) - self.mean) / self.std
 
     def loss_terms(self, logits: torch.Tensor, target: torch.Tensor) -> dict[str, torch.Tensor]:
         if self._loss_has_terms:
