@@ -103,6 +103,11 @@ if "ThreadCountRecorder" not in HOOKS:
     HOOKS.add(ThreadCountRecorder)
 
 
+# the probe needs 17 iterations; each of them as small as the Quickstart's network allows
+SMALLEST = ["train.val_interval=0", "train.ckpt_interval=0", "data.train.batch_size=1", "data.train.dataset.size=16",
+            "task.model.base_channels=4", "data.train.dataset.num_samples=20"]
+
+
 @pytest.mark.skipif(usable_cores()[0] < 2, reason="one usable core: nothing to adapt")
 @pytest.mark.parametrize("setting, adapts", [([], True), (["threads=2"], False), (["deterministic=true"], False)])
 def test_a_run_under_threads_auto_runs_the_probe_iterations_at_the_planned_counts(tmp_path, monkeypatch,
@@ -112,7 +117,7 @@ def test_a_run_under_threads_auto_runs_the_probe_iterations_at_the_planned_count
     try:
         torch.set_num_threads(1)  # whatever the worker had: `auto` and `threads=2` must set it
         result = call_tool("train", "--config", REPO / "configs/segmentation/unet_shapes.yaml", "--work-dir",
-                           tmp_path, *TINY_SEGMENTATION, "train.val_interval=0", *setting,
+                           tmp_path, *TINY_SEGMENTATION, *SMALLEST, *setting,
                            "hooks=[{type: ThreadCountRecorder}]")
         assert result.returncode == 0, result.stderr
         log = (tmp_path / "train.log").read_text()
