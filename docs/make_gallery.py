@@ -1,0 +1,190 @@
+"""Regenerate the docs' gallery (docs/gallery.md and docs/gallery/): train every shipped config that
+trains in minutes on a CPU, then draw its validation samples and training curves.
+
+    python docs/make_gallery.py --synthesis-runs /path/to/work_dirs/compare_synthesis3
+    python docs/make_gallery.py --quick --docs /tmp/gallery_try     # 2 iterations a run: a try-out
+    python docs/make_gallery.py --redraw --synthesis-runs DIR       # draw again from the runs, no training
+
+Each config is an ordinary `tools/train.py` run (seed 0) in <work-dir>/<name>; its time and the
+whole command's are measured and written into the page. The two synthesis configs take about 13
+minutes each on two cores, and their `tools/compare.py` comparison hours: the gallery draws them
+from an existing comparison's work dir (--synthesis-runs: <config>/seed<S>/ runs and its
+curves_*.png), naming the runs and the commit of the checkout they sit in. The page, captions and
+sizes are written from docs/gallery/manifest.json, which keeps the figures of anything not
+redrawn this time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.dont_write_bytecode = True  # no __pycache__ beside the docs: mkdocs would copy it into the site
+REPO = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(REPO), str(REPO / "docs")]
+
+import gallery_draw  # noqa: E402  (after the path: the docs folder is no package)
+import gallery_page  # noqa: E402
+
+# (name, config, section, what the config is) in page order. Shipped configs left out, and why,
+# are in gallery_page.LEFT_OUT (measured; see the page).
+TRAINED = [
+    ("unet_shapes", "configs/segmentation/unet_shapes.yaml", "Segmentation", "the Quickstart: a small UNet on synthetic shapes"),
+    ("unet_textures", "configs/segmentation/unet_textures.yaml", "Segmentation",
+     "a UNet on the synthetic textures (the synthesis configs' segmenter score is this model's)"),
+    ("tiny_fcn_shapes", "projects/example_custom/configs/tiny_fcn_shapes.yaml", "Segmentation",
+     "a user's own network and loss (Extending)"),
+    ("pix2pix_shapes", "projects/pix2pix/configs/pix2pix_shapes.yaml", "Image-to-image translation",
+     "pix2pix: a UNet generator and a PatchGAN"),
+    ("pix2pixhd_shapes", "projects/pix2pix/configs/pix2pixhd_shapes.yaml", "Image-to-image translation",
+     "pix2pixHD-style: multi-scale discriminator, feature matching, perceptual loss"),
+    ("global_local_gan_pairs", "projects/example_custom/configs/global_local_gan_pairs.yaml", "Image-to-image translation",
+     "a user's own GAN task with a global and a local discriminator (Extending)"),
+    ("cyclegan_shapes", "projects/cyclegan/configs/cyclegan_shapes.yaml", "Image-to-image translation",
+     "CycleGAN on unpaired images of two styles"),
+    ("cyclegan_shapes_toolkit", "projects/cyclegan/configs/cyclegan_shapes_toolkit.yaml", "Image-to-image translation",
+     "CycleGAN with the GAN toolkit: multi-scale spectral-norm discriminators, R1, adaptive DiffAugment"),
+    ("dcgan_shapes", "projects/dcgan/configs/dcgan_shapes.yaml", "Unconditional generation", "DCGAN on shape images"),
+    ("dcgan_small_data", "projects/dcgan/configs/dcgan_small_data.yaml", "Unconditional generation",
+     "DCGAN for 300 images: hinge loss, spectral norm, adaptive DiffAugment"),
+]
+SYNTHESIS = [
+    ("oasis_textures", "configs/synthesis/oasis_textures.yaml", "OASIS-style: a segmenter discriminator, LabelMix"),
+    ("spade_textures", "configs/synthesis/spade_textures.yaml", "SPADE-style: multi-scale discriminator, feature matching"),
+]
+COMPARED = ["mIoU_fake", "Diversity"]  # of the comparison's curves_<metric>.png
+SEED = 0
+QUICK = ["train.max_iters=2", "train.val_interval=2", "train.ckpt_interval=2", "train.log_interval=1"]
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--docs", default=str(REPO / "docs"), help="writes DOCS/gallery.md and DOCS/gallery/")
+    parser.add_argument("--work-dir", default="work_dirs/gallery", help="the training runs go to WORK_DIR/<name>")
+    parser.add_argument("--synthesis-runs", help="a tools/compare.py work dir of the synthesis configs")
+    parser.add_argument("--synthesis-seed", type=int, default=SEED, help="which seed's run to draw (default 0)")
+    parser.add_argument("--only", nargs="+", metavar="NAME", help="these configs only (the rest of the page is kept)")
+    parser.add_argument("--redraw", action="store_true", help="draw from the runs in WORK_DIR without training")
+    parser.add_argument("--quick", action="store_true", help="2 iterations a run: to try the script, never to publish")
+    parser.add_argument("--note", default="", help="a sentence on the conditions of the timing, put into the page")
+    return parser.parse_args(argv)
+
+
+def git(*args, cwd=REPO) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=True).stdout.strip()
+
+
+def commit_of(folder: Path) -> str:
+    """The checkout's HEAD, "+ local changes" when its tracked code differs from it."""
+    head = git("rev-parse", "--short", "HEAD", cwd=folder)
+    changed = git("status", "--porcelain", "--untracked-files=no", "--", "framework", "projects", "configs", "tools",
+                  cwd=git("rev-parse", "--show-toplevel", cwd=folder))
+    return head + (" + local changes" if changed else "")
+
+
+def train(config: str, run_dir: Path, quick: bool) -> tuple[list[str], float]:
+    """tools/train.py on `config` into `run_dir` (a fresh run): (the command as shown, seconds)."""
+    shown = ["python", "tools/train.py", "--config", config, "--work-dir", str(run_dir), f"seed={SEED}",
+             *(QUICK if quick else [])]
+    start = time.perf_counter()
+    result = subprocess.run([sys.executable, *shown[1:], "--overwrite"], cwd=REPO, capture_output=True, text=True)
+    seconds = time.perf_counter() - start
+    if result.returncode != 0:
+        sys.exit(f"{config}: tools/train.py failed (exit {result.returncode}):\n{result.stderr[-3000:]}")
+    return shown, seconds
+
+
+def image_entry(path: Path, docs: Path, **fields) -> dict:
+    from PIL import Image
+
+    with Image.open(path) as image:
+        width, height = image.size
+    return {"file": str(path.relative_to(docs)), "width": width, "height": height, **fields}
+
+
+def draw_run(name: str, run_dir: Path, gallery: Path, docs: Path, seed: int, common: dict) -> list[dict]:
+    """The sample grid and the curves of one run, as manifest entries."""
+    samples, columns = gallery_draw.draw_samples(run_dir, gallery / f"{name}_samples", seed=seed)
+    curves, metric, best = gallery_draw.draw_curves(run_dir, gallery / f"{name}_curves")
+    return [image_entry(samples, docs, kind="samples", columns=columns, **common),
+            image_entry(curves, docs, kind="curves", metric=metric, best=best, **common)]
+
+
+def synthesis_entries(runs: Path, seed: int, gallery: Path, docs: Path, quick: bool) -> list[dict]:
+    """The synthesis runs of a comparison's work dir: each config's grid and curves, and the
+    comparison's own plots."""
+    commit = commit_of(runs)
+    command = "python tools/compare.py --configs " + " ".join(c for _, c, _ in SYNTHESIS)
+    entries = []
+    for name, config, about in SYNTHESIS:
+        run_dir = runs / name / f"seed{seed}"
+        common = {"name": name, "config": config, "about": about, "seed": seed, "commit": commit, "quick": quick,
+                  "command": f"{command} ... (run {run_dir})", "section": "Semantic synthesis", "source": str(run_dir)}
+        entries += draw_run(name, run_dir, gallery, docs, seed, common)
+    seeds = sorted(int(p.name.removeprefix("seed")) for p in (runs / SYNTHESIS[0][0]).glob("seed*") if p.is_dir())
+    for metric in COMPARED:
+        plot = runs / f"curves_{metric}.png"
+        if not plot.is_file():
+            sys.exit(f"--synthesis-runs {runs}: no {plot.name}: has its tools/compare.py finished?")
+        import cv2
+
+        image = cv2.cvtColor(cv2.imread(str(plot)), cv2.COLOR_BGR2RGB)
+        path = gallery_draw.save_image(image, gallery / f"compare_synthesis_{metric}")
+        entries.append(image_entry(path, docs, kind="comparison", name=f"compare_{metric}", metric=metric, seeds=seeds,
+                                   commit=commit, command=f"{command} --seeds {' '.join(map(str, seeds))}",
+                                   section="Semantic synthesis", source=str(runs), quick=quick,
+                                   config=" and ".join(c for _, c, _ in SYNTHESIS)))
+    return entries
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    docs = Path(args.docs).resolve()
+    os.chdir(REPO)  # the runs' paths and the commands in the captions are relative to the repository
+    gallery = docs / "gallery"
+    gallery.mkdir(parents=True, exist_ok=True)
+    work_dir = Path(args.work_dir)
+    manifest = gallery_page.read_manifest(gallery)
+    names = [name for name, *_ in TRAINED]
+    unknown = set(args.only or ()) - set(names)
+    if unknown:
+        sys.exit(f"--only: no gallery config {', '.join(sorted(unknown))}; choose from {', '.join(names)}")
+    wanted = [entry for entry in TRAINED if not args.only or entry[0] in args.only]
+    start, load_before = time.perf_counter(), os.getloadavg()
+    commit = commit_of(REPO)
+    for name, config, section, about in wanted:
+        run_dir = work_dir / name
+        previous = manifest["runs"].get(name, {})
+        if args.redraw:
+            shown, seconds = previous.get("command", "").split(), previous.get("train_seconds")
+        else:
+            shown, seconds = train(config, run_dir, args.quick)
+            print(f"{name}: trained in {seconds:.0f} s", flush=True)
+        common = {"name": name, "config": config, "about": about, "section": section, "seed": SEED,
+                  "commit": previous.get("commit", commit) if args.redraw else commit, "command": " ".join(shown),
+                  "train_seconds": seconds, "quick": args.quick}
+        manifest["runs"][name] = {key: common[key] for key in ("command", "train_seconds", "commit")}
+        manifest["images"] = [e for e in manifest["images"] if e.get("name") != name]
+        manifest["images"] += draw_run(name, run_dir, gallery, docs, SEED, common)
+    if args.synthesis_runs:
+        found = synthesis_entries(Path(args.synthesis_runs).resolve(), args.synthesis_seed, gallery, docs, args.quick)
+        drawn = {e["name"] for e in found}
+        manifest["images"] = [e for e in manifest["images"] if e.get("name") not in drawn] + found
+    if not args.redraw and not args.only:  # a whole regeneration: its time is the page's figure
+        manifest["total"] = {"seconds": time.perf_counter() - start, "load_before": load_before,
+                             "load_after": os.getloadavg(), "date": datetime.date.today().isoformat(),
+                             "cores": os.cpu_count(), "note": args.note, "commit": commit, "quick": args.quick,
+                             "configs": len(wanted)}
+    gallery_page.write(docs, manifest, [n for n, *_ in TRAINED], [n for n, *_ in SYNTHESIS])
+    print(f"written: {docs / 'gallery.md'} and {len(manifest['images'])} images in {gallery}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
