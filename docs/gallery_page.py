@@ -52,9 +52,14 @@ def columns_caption(entry: dict) -> str:
 def caption(entry: dict) -> str:
     size = f"{entry['width']} x {entry['height']} px"
     if entry["kind"] == "comparison":
-        return (f"`tools/compare.py` of {entry['config']}: {entry['metric']} against iterations, seeds "
-                f"{', '.join(map(str, entry['seeds']))} (thin lines) and their mean (thick). Runs in "
-                f"`{entry['source']}`, commit {entry['commit']}: `{entry['command']}`. {size}.")
+        made = ("its own plot" if entry["finished"] else
+                "drawn by the gallery with its plot function (framework/comparison/plot.py) while it was still "
+                "running, from the evaluations so far: " + "; ".join(
+                    f"{name} " + ", ".join(f"seed {s} to iteration {last}" for s, last in seeds.items())
+                    for name, seeds in entry["progress"].items()))
+        return (f"`tools/compare.py` of {entry['config']}: {entry['metric']} against iterations, each seed a thin "
+                f"line and the mean over the seeds a thick one; {made}. Runs in `{entry['source']}`, commit "
+                f"{entry['commit']}: `{entry['command']}`. {size}.")
     if entry["kind"] == "samples":
         what = f"Validation samples, the first of data.val: {columns_caption(entry)}."
     else:
@@ -65,20 +70,27 @@ def caption(entry: dict) -> str:
                    if metric and best else "no evaluated metric (the config has none)."))
     trained = entry.get("train_seconds")
     run = (f"trained in {trained:.0f} s by `{entry['command']}`" if trained is not None
-           else f"from the run `{entry.get('source', '')}` of `{entry['command']}`")
+           else f"the run `{entry.get('source', '')}` of `{entry['command']}`, evaluated to iteration "
+                f"{entry.get('progress')} when drawn")
     return f"{what} Seed {entry['seed']}, commit {entry['commit']}, {run}. {size}."
 
 
-def timing(total: dict | None, trained: int) -> str:
+def timing(manifest: dict) -> str:
+    total = manifest.get("total")
     if not total:
         return "The regeneration time is written here by the first full run of the script."
     conditions = (f"on the {total['cores']}-core CPU of this project's machine on {total['date']} "
                   f"(load average {total['load_before'][0]:.1f} when it started, {total['load_after'][0]:.1f} "
                   "when it ended)")
+    drawn = manifest.get("synthesis_seconds")
+    synthesis = ("and drew the synthesis runs" if total.get("with_synthesis") else
+                 f"(the synthesis runs were drawn by a `--synthesis-only` command afterwards, in {drawn:.0f} s)"
+                 if drawn is not None else "(no synthesis runs given)")
     note = f" {total['note']}" if total.get("note") else ""
     return (f"**Regeneration time**: `python docs/make_gallery.py` trained and drew the {total['configs']} "
-            f"configs above the synthesis ones, and drew those from existing runs, in "
-            f"**{minutes(total['seconds'])}** {conditions}, at commit {total['commit']}.{note}")
+            f"configs before the synthesis section {synthesis} in **{minutes(total['seconds'])}** (of which "
+            f"tools/train.py {minutes(total['train_seconds'])}) {conditions}, "
+            f"at commit {total['commit']}.{note}")
 
 
 def write(docs: Path, manifest: dict, trained_order: list[str], synthesis_order: list[str]) -> Path:
@@ -95,7 +107,7 @@ def write(docs: Path, manifest: dict, trained_order: list[str], synthesis_order:
              "seed 0 through `tools/train.py` as a user would. A grid shows the config's first validation images "
              "through the Python API (`framework.load(run).predict / generate / translate`), at the data's own "
              "size enlarged by whole pixels; a curves figure shows what the run logged.", "",
-             timing(manifest.get("total"), len(trained_order)), ""]
+             timing(manifest), ""]
     if quick:
         lines += ["**These pictures come from `--quick` runs of 2 iterations: a try-out, not results.**", ""]
     for section in SECTIONS:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import json
 import os
 import subprocess
 import sys
@@ -69,6 +70,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--synthesis-runs", help="a tools/compare.py work dir of the synthesis configs")
     parser.add_argument("--synthesis-seed", type=int, default=SEED, help="which seed's run to draw (default 0)")
     parser.add_argument("--only", nargs="+", metavar="NAME", help="these configs only (the rest of the page is kept)")
+    parser.add_argument("--synthesis-only", action="store_true",
+                        help="draw the --synthesis-runs only (when the comparison ends after the training)")
     parser.add_argument("--redraw", action="store_true", help="draw from the runs in WORK_DIR without training")
     parser.add_argument("--quick", action="store_true", help="2 iterations a run: to try the script, never to publish")
     parser.add_argument("--note", default="", help="a sentence on the conditions of the timing, put into the page")
@@ -115,30 +118,63 @@ def draw_run(name: str, run_dir: Path, gallery: Path, docs: Path, seed: int, com
             image_entry(curves, docs, kind="curves", metric=metric, best=best, **common)]
 
 
+def last_evaluation(run_dir: Path) -> int | None:
+    """The iteration of a run's last metrics.jsonl record (None: not evaluated yet)."""
+    path = run_dir / "metrics.jsonl"
+    records = path.read_text().splitlines() if path.is_file() else []
+    return json.loads(records[-1])["iter"] if records else None
+
+
+def started_by(run_dir: Path) -> str:
+    """The tools/train.py command of a comparison's run, from the first line of its log
+    (`== start: <python> <repo>/tools/train.py ...`), with the paths of that machine shortened."""
+    first = (run_dir.parent / f"{run_dir.name}.log").read_text().splitlines()[:3]
+    line = next(text for text in first if text.startswith("== start: ")).removeprefix("== start: ").split()
+    return " ".join(["python", "tools/train.py", *line[2:]])
+
+
+def comparison_plot(runs: Path, metric: str, stem: Path) -> tuple[Path, dict[str, dict[int, int | None]], bool]:
+    """The comparison's curves_<metric>.png; while it still runs (no plot yet), the same plot drawn
+    by its own function from the metrics.jsonl of the runs there so far. (file, {config: {seed: its
+    last evaluated iteration}}, whether the comparison's own plot was taken)."""
+    from framework.comparison.plot import plot_curves
+    from framework.comparison.summary import read_curves
+
+    progress = {name: {int(run.name.removeprefix("seed")): last_evaluation(run)
+                       for run in sorted((runs / name).glob("seed*")) if run.is_dir()} for name, _, _ in SYNTHESIS}
+    plot = runs / f"curves_{metric}.png"
+    if plot.is_file():
+        import cv2
+
+        return gallery_draw.save_image(cv2.cvtColor(cv2.imread(str(plot)), cv2.COLOR_BGR2RGB), stem), progress, True
+    curves = {name: [read_curves(runs / name / f"seed{seed}" / "metrics.jsonl", [metric])[metric]
+                     for seed, last in seeds.items() if last is not None] for name, seeds in progress.items()}
+    path = plot_curves(metric, "max", curves, stem.with_suffix(".png"))
+    if path.stat().st_size > gallery_draw.MAX_BYTES:
+        sys.exit(f"{path}: over {gallery_draw.MAX_BYTES} bytes")
+    return path, progress, False
+
+
 def synthesis_entries(runs: Path, seed: int, gallery: Path, docs: Path, quick: bool) -> list[dict]:
     """The synthesis runs of a comparison's work dir: each config's grid and curves, and the
-    comparison's own plots."""
+    comparison's own plots (or, while it runs, the same plots of the runs so far)."""
     commit = commit_of(runs)
     command = "python tools/compare.py --configs " + " ".join(c for _, c, _ in SYNTHESIS)
     entries = []
     for name, config, about in SYNTHESIS:
         run_dir = runs / name / f"seed{seed}"
+        max_iters = gallery_draw.run_config(run_dir)["train"]["max_iters"]
         common = {"name": name, "config": config, "about": about, "seed": seed, "commit": commit, "quick": quick,
-                  "command": f"{command} ... (run {run_dir})", "section": "Semantic synthesis", "source": str(run_dir)}
+                  "command": started_by(run_dir), "section": "Semantic synthesis", "source": str(run_dir),
+                  "progress": f"{last_evaluation(run_dir)} of {max_iters}"}
         entries += draw_run(name, run_dir, gallery, docs, seed, common)
-    seeds = sorted(int(p.name.removeprefix("seed")) for p in (runs / SYNTHESIS[0][0]).glob("seed*") if p.is_dir())
     for metric in COMPARED:
-        plot = runs / f"curves_{metric}.png"
-        if not plot.is_file():
-            sys.exit(f"--synthesis-runs {runs}: no {plot.name}: has its tools/compare.py finished?")
-        import cv2
-
-        image = cv2.cvtColor(cv2.imread(str(plot)), cv2.COLOR_BGR2RGB)
-        path = gallery_draw.save_image(image, gallery / f"compare_synthesis_{metric}")
+        path, progress, finished = comparison_plot(runs, metric, gallery / f"compare_synthesis_{metric}")
+        seeds = sorted({s for by_seed in progress.values() for s in by_seed})
         entries.append(image_entry(path, docs, kind="comparison", name=f"compare_{metric}", metric=metric, seeds=seeds,
                                    commit=commit, command=f"{command} --seeds {' '.join(map(str, seeds))}",
-                                   section="Semantic synthesis", source=str(runs), quick=quick,
-                                   config=" and ".join(c for _, c, _ in SYNTHESIS)))
+                                   section="Semantic synthesis", source=str(runs), quick=quick, finished=finished,
+                                   progress=progress, config=" and ".join(c for _, c, _ in SYNTHESIS)))
     return entries
 
 
@@ -154,7 +190,9 @@ def main(argv=None) -> int:
     unknown = set(args.only or ()) - set(names)
     if unknown:
         sys.exit(f"--only: no gallery config {', '.join(sorted(unknown))}; choose from {', '.join(names)}")
-    wanted = [entry for entry in TRAINED if not args.only or entry[0] in args.only]
+    wanted = [] if args.synthesis_only else [entry for entry in TRAINED if not args.only or entry[0] in args.only]
+    if args.synthesis_only and not args.synthesis_runs:
+        sys.exit("--synthesis-only needs --synthesis-runs DIR")
     start, load_before = time.perf_counter(), os.getloadavg()
     commit = commit_of(REPO)
     for name, config, section, about in wanted:
@@ -172,14 +210,17 @@ def main(argv=None) -> int:
         manifest["images"] = [e for e in manifest["images"] if e.get("name") != name]
         manifest["images"] += draw_run(name, run_dir, gallery, docs, SEED, common)
     if args.synthesis_runs:
+        begun = time.perf_counter()
         found = synthesis_entries(Path(args.synthesis_runs).resolve(), args.synthesis_seed, gallery, docs, args.quick)
         drawn = {e["name"] for e in found}
         manifest["images"] = [e for e in manifest["images"] if e.get("name") not in drawn] + found
-    if not args.redraw and not args.only:  # a whole regeneration: its time is the page's figure
+        manifest["synthesis_seconds"] = time.perf_counter() - begun
+    if not (args.redraw or args.only or args.synthesis_only):  # a whole regeneration: its time is the page's figure
         manifest["total"] = {"seconds": time.perf_counter() - start, "load_before": load_before,
                              "load_after": os.getloadavg(), "date": datetime.date.today().isoformat(),
                              "cores": os.cpu_count(), "note": args.note, "commit": commit, "quick": args.quick,
-                             "configs": len(wanted)}
+                             "configs": len(wanted), "with_synthesis": bool(args.synthesis_runs),
+                             "train_seconds": sum(manifest["runs"][name]["train_seconds"] for name, *_ in wanted)}
     gallery_page.write(docs, manifest, [n for n, *_ in TRAINED], [n for n, *_ in SYNTHESIS])
     print(f"written: {docs / 'gallery.md'} and {len(manifest['images'])} images in {gallery}")
     return 0
