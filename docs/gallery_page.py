@@ -89,7 +89,8 @@ def timing(manifest: dict) -> str:
     note = f" {total['note']}" if total.get("note") else ""
     return (f"**Regeneration time**: `python docs/make_gallery.py` trained and drew the {total['configs']} "
             f"configs before the synthesis section {synthesis} in **{minutes(total['seconds'])}** (of which "
-            f"tools/train.py {minutes(total['train_seconds'])}) {conditions}, "
+            f"tools/train.py {minutes(total['train_seconds'])}; {minutes(total['cpu_seconds'])} of CPU time over "
+            f"all threads) {conditions}, "
             f"at commit {total['commit']}.{note}")
 
 

@@ -84,7 +84,10 @@ def git(*args, cwd=REPO) -> str:
 
 def commit_of(folder: Path) -> str:
     """The checkout's HEAD, "+ local changes" when its tracked code differs from it."""
-    head = git("rev-parse", "--short", "HEAD", cwd=folder)
+    try:
+        head = git("rev-parse", "--short", "HEAD", cwd=folder)
+    except subprocess.CalledProcessError:
+        return "unknown (the runs are in no git checkout)"
     changed = git("status", "--porcelain", "--untracked-files=no", "--", "framework", "projects", "configs", "tools",
                   cwd=git("rev-parse", "--show-toplevel", cwd=folder))
     return head + (" + local changes" if changed else "")
@@ -178,6 +181,17 @@ def synthesis_entries(runs: Path, seed: int, gallery: Path, docs: Path, quick: b
     return entries
 
 
+def write_page(docs: Path, manifest: dict) -> None:
+    gallery_page.write(docs, manifest, [name for name, *_ in TRAINED], [name for name, *_ in SYNTHESIS])
+
+
+def cpu_seconds() -> float:
+    """CPU time of this process and its finished children (the training runs), every thread:
+    beside other work the wall time grows, this far less."""
+    used = os.times()
+    return used.user + used.system + used.children_user + used.children_system
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
     docs = Path(args.docs).resolve()
@@ -193,7 +207,7 @@ def main(argv=None) -> int:
     wanted = [] if args.synthesis_only else [entry for entry in TRAINED if not args.only or entry[0] in args.only]
     if args.synthesis_only and not args.synthesis_runs:
         sys.exit("--synthesis-only needs --synthesis-runs DIR")
-    start, load_before = time.perf_counter(), os.getloadavg()
+    start, load_before, cpu_before = time.perf_counter(), os.getloadavg(), cpu_seconds()
     commit = commit_of(REPO)
     for name, config, section, about in wanted:
         run_dir = work_dir / name
@@ -209,6 +223,7 @@ def main(argv=None) -> int:
         manifest["runs"][name] = {key: common[key] for key in ("command", "train_seconds", "commit")}
         manifest["images"] = [e for e in manifest["images"] if e.get("name") != name]
         manifest["images"] += draw_run(name, run_dir, gallery, docs, SEED, common)
+        write_page(docs, manifest)  # after each run: a command stopped half-way leaves a page of what it drew
     if args.synthesis_runs:
         begun = time.perf_counter()
         found = synthesis_entries(Path(args.synthesis_runs).resolve(), args.synthesis_seed, gallery, docs, args.quick)
@@ -216,12 +231,13 @@ def main(argv=None) -> int:
         manifest["images"] = [e for e in manifest["images"] if e.get("name") not in drawn] + found
         manifest["synthesis_seconds"] = time.perf_counter() - begun
     if not (args.redraw or args.only or args.synthesis_only):  # a whole regeneration: its time is the page's figure
-        manifest["total"] = {"seconds": time.perf_counter() - start, "load_before": load_before,
+        manifest["total"] = {"seconds": time.perf_counter() - start, "cpu_seconds": cpu_seconds() - cpu_before,
+                             "load_before": load_before,
                              "load_after": os.getloadavg(), "date": datetime.date.today().isoformat(),
                              "cores": os.cpu_count(), "note": args.note, "commit": commit, "quick": args.quick,
                              "configs": len(wanted), "with_synthesis": bool(args.synthesis_runs),
                              "train_seconds": sum(manifest["runs"][name]["train_seconds"] for name, *_ in wanted)}
-    gallery_page.write(docs, manifest, [n for n, *_ in TRAINED], [n for n, *_ in SYNTHESIS])
+    write_page(docs, manifest)
     print(f"written: {docs / 'gallery.md'} and {len(manifest['images'])} images in {gallery}")
     return 0
 
