@@ -21,10 +21,11 @@ LEFT_OUT = [
     ("configs/segmentation/unet_voc.yaml, deeplabv3plus_r50_{voc_aug,cityscapes,ade20k}.yaml, "
      "configs/synthesis/{oasis,spade}_{cityscapes,ade20k}.yaml",
      "published datasets, downloaded by hand (Published datasets); 20000 to 80000 iterations"),
-    ("configs/synthesis/oasis_textures.yaml, spade_textures.yaml",
-     "about 13 minutes each on two cores (Semantic synthesis): drawn from the runs of a tools/compare.py "
-     "comparison instead, named in their captions"),
 ]
+SYNTHESIS_LEFT_OUT = ("configs/synthesis/oasis_textures.yaml, spade_textures.yaml",
+                      "about 13 minutes each on two cores ([Semantic synthesis](semantic-synthesis.md)), and hours for "
+                      "a comparison of seeds: not trained by the script; `--synthesis-runs DIR` draws them from a "
+                      "tools/compare.py comparison's runs")
 
 
 def read_manifest(gallery: Path) -> dict:
@@ -125,7 +126,10 @@ def write(docs: Path, manifest: dict, trained_order: list[str], synthesis_order:
             for entry in mine:
                 lines += [f"![{entry['kind']} of {name}]({Path(entry['file']).as_posix()})", "", caption(entry), ""]
     lines += ["## Shipped configs not in the gallery", "", "| config | why not |", "| --- | --- |"]
-    lines += [f"| `{config}` | {why} |" for config, why in LEFT_OUT]
+    drawn = any(e["section"] == "Semantic synthesis" for e in images)
+    left_out = LEFT_OUT + [(SYNTHESIS_LEFT_OUT[0], SYNTHESIS_LEFT_OUT[1] + (
+        " (above, named in the captions)" if drawn else "; none were given for these pictures"))]
+    lines += [f"| `{config}` | {why} |" for config, why in left_out]
     path = docs / "gallery.md"
     path.write_text("\n".join(lines) + "\n")
     return path
