@@ -144,20 +144,22 @@ def loss_tags(tags) -> list[str]:
 
 
 def evaluated_metric(run_dir: Path, config: dict) -> tuple[str | None, str, list[tuple[int, float]]]:
-    """(name, "max"/"min", [(iteration, value)]) of the run's train.best_metric, else of the first
-    number its metrics.jsonl records (CycleGAN and DCGAN name no best metric); None: no evaluation."""
+    """(name, "max"/"min", [(iteration, value)]) of the run's train.best_metric (its best_mode
+    resolved by the config), else of the first number its metrics.jsonl records, which way its
+    name says; None: no evaluated number (DCGAN evaluates none)."""
     from framework.comparison.summary import read_curves
     from framework.config.metric_direction import metric_direction
 
     path = Path(run_dir) / "metrics.jsonl"
     name, mode = config["train"].get("best_metric"), config["train"].get("best_mode")
-    if not name and path.is_file():
-        numbers = [key for line in path.read_text().splitlines() for key, value in json.loads(line).items()
+    if not name:
+        records = [json.loads(line) for line in path.read_text().splitlines()] if path.is_file() else []
+        numbers = [key for record in records for key, value in record.items()
                    if key not in ("iter", "epoch") and isinstance(value, (int, float))]
         name = numbers[0] if numbers else None
+        mode = "min" if name and metric_direction(name) == "less" else "max"
     if not name:
         return None, "max", []
-    mode = mode if mode in ("max", "min") else (metric_direction(name) or "max")
     return name, mode, read_curves(path, [name])[name]
 
 

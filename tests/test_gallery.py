@@ -80,6 +80,18 @@ def test_grids_and_curves_of_a_segmenter_and_a_translator(unet_run, pix2pix_run,
             assert image.size == (800, 300)
 
 
+def test_a_run_without_a_best_metric_is_drawn_with_its_first_number_the_way_its_name_improves(tmp_path):
+    draw = docs_module("gallery_draw")
+    records = [{"iter": 0, "epoch": 0, "L1_ab": 0.5, "PSNR_ab": 8.0}, {"iter": 100, "epoch": 1, "L1_ab": 0.2},
+               {"iter": 200, "epoch": 2, "L1_ab": 0.3}]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    name, mode, curve = draw.evaluated_metric(tmp_path, {"train": {"best_metric": None, "best_mode": "auto"}})
+    assert (name, mode, curve) == ("L1_ab", "min", [(0, 0.5), (100, 0.2), (200, 0.3)])
+    assert draw.evaluated_metric(tmp_path, {"train": {"best_metric": "PSNR_ab", "best_mode": "max"}})[:2] == ("PSNR_ab", "max")
+    (tmp_path / "metrics.jsonl").unlink()
+    assert draw.evaluated_metric(tmp_path, {"train": {"best_metric": None, "best_mode": "auto"}}) == (None, "max", [])
+
+
 def test_an_image_over_the_limit_as_png_is_written_as_jpeg(tmp_path):
     import numpy as np
 
