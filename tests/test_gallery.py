@@ -51,8 +51,9 @@ def test_every_gallery_image_exists_loads_and_has_the_documented_size():
 def test_the_page_states_seed_commit_command_and_the_measured_regeneration_time():
     text = (DOCS / "gallery.md").read_text()
     total = manifest()["total"]
-    assert total and not total["quick"] and total["seconds"] < 20 * 60, total
-    assert "**Regeneration time**" in text
+    assert total and not total["quick"], "no whole regeneration measured: run python docs/make_gallery.py"
+    page = docs_module("gallery_page")  # the measured figures, as the page writes them
+    assert f"**{page.minutes(total['seconds'])}**" in text and page.minutes(total["cpu_seconds"]) in text
     for entry in manifest()["images"]:
         assert entry["commit"] in text and entry["command"] in text
     kinds = {(e["name"], e["kind"]) for e in manifest()["images"]}
