@@ -135,11 +135,11 @@ def scalar_curves(run_dir: Path) -> dict[str, list[tuple[int, float]]]:
 def loss_tags(tags) -> list[str]:
     """The total losses: `train/loss`, else each network's (`loss_g`, `loss_d`, or one per
     discriminator: CycleGAN's `loss_d_a` and `loss_d_b`); their parts (loss_g_adv, loss_d_real,
-    ...) would crowd the plot."""
+    the R1 penalty loss_d_r1_a, ...) would crowd the plot."""
     names = {tag.removeprefix("train/") for tag in tags if tag.startswith("train/loss")}
     totals = [name for name in ("loss", "loss_g", "loss_d") if name in names]
     if "loss_d" not in names:
-        totals += sorted(n for n in names if n.startswith("loss_d_") and not re.search("fake|real", n))
+        totals += sorted(n for n in names if n.startswith("loss_d_") and not re.search("fake|real|r1", n))
     return [f"train/{name}" for name in totals]
 
 

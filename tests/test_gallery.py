@@ -93,6 +93,15 @@ def test_a_run_without_a_best_metric_is_drawn_with_its_first_number_the_way_its_
     assert draw.evaluated_metric(tmp_path, {"train": {"best_metric": None, "best_mode": "auto"}}) == (None, "max", [])
 
 
+def test_the_curves_show_each_networks_total_loss_not_its_parts():
+    draw = docs_module("gallery_draw")
+    cyclegan = ["train/loss_g", "train/loss_g_ab", "train/loss_cycle_a", "train/loss_d_a", "train/loss_d_b",
+                "train/loss_d_fake_a", "train/loss_d_real_b", "train/loss_d_r1_a", "train/lr"]
+    assert draw.loss_tags(cyclegan) == ["train/loss_g", "train/loss_d_a", "train/loss_d_b"]
+    assert draw.loss_tags(["train/loss_g", "train/loss_d", "train/loss_d_labelmix"]) == ["train/loss_g", "train/loss_d"]
+    assert draw.loss_tags(["train/loss", "train/grad_norm"]) == ["train/loss"]
+
+
 def test_an_image_over_the_limit_as_png_is_written_as_jpeg(tmp_path):
     import numpy as np
 
