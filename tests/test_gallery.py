@@ -18,6 +18,7 @@ GALLERY = DOCS / "gallery"
 def docs_module(name: str):
     """A module of docs/ (no package: mkdocs would publish an __init__.py's folder as pages)."""
     saved = sys.path[:], sys.dont_write_bytecode  # make_gallery sets both for itself: not for the whole suite
+    sys.dont_write_bytecode = True  # no docs/__pycache__: mkdocs would copy it into the site
     try:
         spec = importlib.util.spec_from_file_location(name, DOCS / f"{name}.py")
         module = importlib.util.module_from_spec(spec)
