@@ -92,7 +92,7 @@ def timing(manifest: dict) -> str:
             f"configs before the synthesis section {synthesis} in **{minutes(total['seconds'])}** (of which "
             f"tools/train.py {minutes(total['train_seconds'])}; {minutes(total['cpu_seconds'])} of CPU time over "
             f"all threads) {conditions}, "
-            f"at commit {total['commit']}.{note}")
+            f"at commit {total['commit']}.{note} Each caption's training time comes from the same command.")
 
 
 def write(docs: Path, manifest: dict, trained_order: list[str], synthesis_order: list[str]) -> Path:
