@@ -5,6 +5,8 @@ import importlib.util
 import json
 import subprocess
 import sys
+from html.parser import HTMLParser
+from urllib.parse import unquote, urlsplit
 
 import cv2
 import numpy as np
@@ -41,13 +43,54 @@ def test_a_key_without_a_meaning_stops_the_generator(monkeypatch):
         module.render()
 
 
-def test_mkdocs_build_strict(tmp_path):
+@pytest.fixture(scope="module")
+def built_site(tmp_path_factory):
+    """The site as `mkdocs build --strict` writes it, built once for the tests that read it."""
     if importlib.util.find_spec("mkdocs") is None:
         pytest.fail('mkdocs is not installed: pip install -e ".[dev]" (the docs are built in CI)')
-    result = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
+    site = tmp_path_factory.mktemp("docs") / "site"
+    result = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)],
                             cwd=REPO, capture_output=True, text=True, timeout=120)
+    return site, result
+
+
+def test_mkdocs_build_strict(built_site):
+    site, result = built_site
     assert result.returncode == 0, result.stderr[-3000:]
-    assert (tmp_path / "site" / "config-reference" / "index.html").is_file()
+    assert (site / "config-reference" / "index.html").is_file()
+
+
+class ImageSources(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.sources: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "img":
+            self.sources.append(dict(attrs).get("src") or "")
+
+
+def test_every_image_the_site_shows_exists_and_loads(built_site):
+    """What a browser would fetch for each <img> of the built pages: a file of the site that
+    decodes (mkdocs --strict checks markdown links, not that a picture is a picture)."""
+    from PIL import Image
+
+    site, result = built_site
+    assert result.returncode == 0, result.stderr[-3000:]
+    shown, pages = set(), set()
+    for page in site.rglob("*.html"):
+        parser = ImageSources()
+        parser.feed(page.read_text(encoding="utf-8"))
+        for source in parser.sources:
+            assert not urlsplit(source).scheme, f"{page.relative_to(site)}: <img src={source!r}> is fetched from elsewhere"
+            path = (page.parent / unquote(urlsplit(source).path)).resolve()
+            assert path.is_file(), f"{page.relative_to(site)}: <img src={source!r}>: no {path.relative_to(site.resolve())}"
+            with Image.open(path) as image:
+                image.load()  # decodes the whole file: a truncated one fails here
+            shown.add(str(path.relative_to(site.resolve())))
+            pages.add(str(page.relative_to(site)))
+    assert any(name.startswith("gallery/") for name in shown), "the gallery's images are on no page"
+    assert "index.html" in pages, "the home page shows no image"
 
 
 def test_the_extending_page_trains_as_written(tmp_path):
