@@ -1,15 +1,14 @@
 """tools/check_dataset.py, tools/browse_dataset.py and tools/make_fixture_dataset.py on each
 published layout (counts against the published ones, the class histogram by name, the ignored
-fraction), and every recipe config (tests/test_recipe_cards.py: the papers' runs on Cityscapes,
-ADE20K, facades, horse2zebra) training two iterations on a fixture tree of its dataset (shrunk for
-a CPU: tests/published_fixtures.py; at the recipes' own sizes: tests/scripts/recipe_smoke.py)."""
+fraction), including pix2pix's facades and CycleGAN's horse2zebra layouts. The recipes' two
+iterations on fixture trees are in tests/test_shipped_features_published.py (shrunk for a CPU:
+tests/published_fixtures.py; at the recipes' own sizes: tests/scripts/recipe_smoke.py)."""
 
 import json
 
 import numpy as np
 import pytest
 from PIL import Image
-from test_recipe_cards import RECIPE_CONFIGS
 
 from framework.config import load_config, to_plain
 from published_fixtures import published_overrides
@@ -102,16 +101,3 @@ def test_check_dataset_names_a_bad_label_file_of_a_published_tree(tmp_path):
     result = call_tool("check_dataset", "--config", CITYSCAPES_SEGMENTATION, *overrides)
     assert result.returncode == 1
     assert f"{bad}: label value(s) [77] outside the labelIds 0..33 of Cityscapes" in result.stdout
-
-
-@pytest.mark.parametrize("config", [REPO / path for path in RECIPE_CONFIGS], ids=lambda p: p.stem)
-def test_every_recipe_trains_two_iterations_on_a_fixture_tree_of_its_dataset(tmp_path, config):
-    overrides = fixture_overrides(config, tmp_path)
-    if "segmentation" in str(config):  # the recipe's network, on a smaller ResNet and without downloads
-        overrides += ["task.model.encoder=resnet18", "task.model.encoder_weights=null"]
-    result = call_tool("train", "--config", config, "--work-dir", tmp_path / "run", "device=cpu", "train.max_iters=2",
-                       "train.val_interval=2", "train.ckpt_interval=2", "train.log_interval=1", "loggers=[]",
-                       "data.train.num_workers=0", "data.val.num_workers=0", "data.train.batch_size=2",
-                       "data.val.batch_size=2", *overrides)
-    assert result.returncode == 0, result.stderr + result.stdout[-2000:]
-    assert (tmp_path / "run/checkpoints/iter_2.pth").is_file()
