@@ -20,8 +20,10 @@ import json
 import pytest
 import torch
 
+from framework.config import load_config, to_plain
 from framework.data.loader import build_dataloader
 from framework.engine.build import select_device
+from published_fixtures import reads_published_data
 from support import REPO, TINY_SEGMENTATION, named, run_forked_ranks, run_tool
 
 pytestmark = pytest.mark.cuda
@@ -132,7 +134,8 @@ def test_two_cpu_ranks_on_a_machine_with_a_gpu_use_gloo(tmp_path):
 
 
 SHIPPED = sorted(path for path in [*REPO.glob("configs/segmentation/*.yaml"), *REPO.glob("projects/*/configs/*.yaml")]
-                 if path.name != "unet_voc.yaml")  # the one that needs a VOC folder on disk
+                 if path.name != "unet_voc.yaml"  # the one that needs a VOC folder on disk
+                 and not reads_published_data(to_plain(load_config(str(path)))))  # the recipes read their datasets
 SHORT = ["train.max_iters=2", "train.val_interval=2", "train.ckpt_interval=2", "train.log_interval=1",
          "train.val_at_start=false"]
 NO_DOWNLOAD = ["task.model.encoder_weights=null"]  # nothing is downloaded; random encoder weights

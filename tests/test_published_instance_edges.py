@@ -121,6 +121,7 @@ def test_spade_cityscapes_trains_two_iterations_with_instance_edges(tree, tmp_pa
                        "task.generator.spade_hidden=16", "task.discriminator.base_channels=16",
                        "+data.train.dataset.instance_edges=true", "+data.val.dataset.instance_edges=true",
                        "+task.instance_edges=true", "+task.generator.instance_edges=true",
-                       "task.discriminator.in_channels=39")
+                       "task.generator.contain_dontcare_label=false", "task.discriminator.in_channels=39",
+                       "task.perceptual.weights=random", "task.perceptual.layers={relu1_1: 1.0}")
     assert result.returncode == 0, result.stderr + result.stdout[-2000:]
     assert (tmp_path / "run/checkpoints/iter_2.pth").is_file()

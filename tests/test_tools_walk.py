@@ -93,7 +93,7 @@ class Walked:
         self.task_class = task_class(cfg)
         self.gan = issubclass(self.task_class, GeneratorTask)
         self.overrides = walk_overrides(config, tmp, segmentation=not self.gan)
-        self.model_overrides = [o for o in self.overrides if o.startswith("task.")]
+        self.model_overrides = [o for o in self.overrides if o.lstrip("+").startswith("task.")]  # +task.: new keys
         self.noise = cfg.task.get("latent_dim") is not None  # a generator from noise (DCGAN)
         self.labels = self.gan and self.task_class.conditioning == "labels"  # semantic synthesis
         self.size = sample_size(to_plain(cfg), default=(64, 64))  # what analyze_model measures at

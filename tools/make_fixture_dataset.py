@@ -1,11 +1,12 @@
 """Write a small fake tree in a published dataset's layout, to try a config before downloading:
 
-    python tools/make_fixture_dataset.py --layout cityscapes|ade20k|cocostuff|voc_sbd OUT [--samples N] [--seed S]
-        [--train-ids]
+    python tools/make_fixture_dataset.py --layout cityscapes|ade20k|cocostuff|voc_sbd|facades|horse2zebra OUT
+        [--samples N] [--seed S] [--train-ids]
 
 The files have the published names and encodings (Cityscapes' labelIds, 16-bit instanceIds and
 colour PNGs; ADE20K's 0..150 maps; COCO-Stuff's 0..181/255 maps; VOC's palette PNGs and SBD's
-.mat class maps), random images, and label maps that walk through every stored value. The last
+.mat class maps; pix2pix's facades as A|B pairs side by side; CycleGAN's horse2zebra trainA/trainB/
+testA/testB), random images, and label maps that walk through every stored value. The last
 line printed is the folder to point the config's root at, e.g.
 
     python tools/make_fixture_dataset.py --layout cityscapes /tmp/cityscapes_fake

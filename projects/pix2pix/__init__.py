@@ -1,6 +1,6 @@
 """pix2pix (Isola et al., 2017) built on the framework's GANTask: networks and paired datasets.
 
-`custom_imports: [projects.pix2pix]` registers UNetGenerator, ResnetGenerator,
+`custom_imports: [projects.pix2pix]` registers UNetGenerator, ResnetGenerator, LabelMapGenerator,
 PatchGANDiscriminator, AlignedPairs, FolderPairs and SyntheticPairs.
 """
 

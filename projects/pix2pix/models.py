@@ -156,3 +156,36 @@ class PatchGANDiscriminator(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.body(x)
+
+
+@MODELS.register()
+class LabelMapGenerator(nn.Module):
+    """An image-to-image generator fed one-hot label maps, for SemanticSynthesisTask: pix2pixHD's
+    global generator is `{type: LabelMapGenerator, num_classes: 35, contain_dontcare_label: true,
+    network: {type: ResnetGenerator, in_channels: 36, num_downsampling: 4, ...}}`. The wrapper adds
+    no parameters; it states what the synthesis task asks of a generator (its classes, the
+    don't-care and instance-edge channels, no noise, the size divisor) and checks that `network`'s
+    first convolution takes that many channels, so a wrong `in_channels` fails when built."""
+
+    noise_dim = 0  # one label map gives one image (pix2pixHD without its feature encoder)
+
+    def __init__(self, network: nn.Module, num_classes: int, contain_dontcare_label: bool = False,
+                 instance_edges: bool = False):
+        super().__init__()
+        from framework.inference.settings import network_size_divisor
+
+        self.network = network
+        self.num_classes = num_classes
+        self.contain_dontcare_label = bool(contain_dontcare_label)
+        self.instance_edges = bool(instance_edges)
+        channels = num_classes + int(self.contain_dontcare_label) + int(self.instance_edges)
+        first = next((m for m in network.modules() if isinstance(m, nn.Conv2d)), None)
+        if first is None or first.in_channels != channels:
+            raise ValueError(f"network: its first convolution takes {getattr(first, 'in_channels', 'no')} channels; "
+                             f"the label maps give {channels} (num_classes {num_classes}, contain_dontcare_label "
+                             f"{self.contain_dontcare_label}, instance_edges {self.instance_edges}): set the "
+                             f"network's in_channels to {channels}")
+        self.size_divisor = network_size_divisor(network)
+
+    def forward(self, labels: torch.Tensor, noise: torch.Tensor | None = None) -> torch.Tensor:
+        return self.network(labels)

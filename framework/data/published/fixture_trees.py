@@ -18,7 +18,7 @@ from framework.data.published.cityscapes import CITYSCAPES_LABELS, LABEL_ID_PALE
 from framework.data.published.cocostuff import COCO_STUFF_182_CLASSES, ID_TO_TRAIN_ID
 from framework.visualization.palette import default_palette
 
-LAYOUTS = ("cityscapes", "ade20k", "cocostuff", "voc_sbd")
+LAYOUTS = ("cityscapes", "ade20k", "cocostuff", "voc_sbd", "facades", "horse2zebra")
 BLOCK = 4  # label maps are blocks of BLOCK x BLOCK pixels, each one stored value
 CITIES = {"train": ("aachen", "bochum"), "val": ("frankfurt",), "test": ("berlin",)}
 FIRST_INSTANCE_LABEL = 24  # person..bicycle have instances: instanceIds store labelId * 1000 + k
@@ -26,6 +26,8 @@ FIRST_INSTANCE_LABEL = 24  # person..bicycle have instances: instanceIds store l
 # and SBD (b, c: VOC's map wins), SBD only (f, g, h), in VOC val and SBD (d, e: left out)
 VOC_TRAIN, VOC_VAL = ("2007_000a", "2007_000b", "2007_000c"), ("2007_000d", "2007_000e")
 SBD_TRAIN, SBD_VAL = ("2007_000b", "2007_000f", "2007_000g", "2007_000d"), ("2007_000h", "2007_000e", "2007_000c")
+# horse2zebra's file stems are the ImageNet synsets of its two domains (horses, zebras)
+HORSE_SYNSET, ZEBRA_SYNSET = "n02381460", "n02391049"
 
 
 def value_blocks(height: int, width: int, values, offset: int) -> np.ndarray:
@@ -134,12 +136,36 @@ def write_voc_sbd(out: Path, rng: np.random.Generator) -> Path:
     return out
 
 
+def write_facades(out: Path, samples: int, rng: np.random.Generator) -> Path:
+    """pix2pix's datasets/facades/{train,val,test}/<n>.jpg: each image the photo (A, left) and its
+    label rendering (B, right) side by side, 2W wide; the official run trains BtoA (labels -> photo)."""
+    palette = default_palette(12)  # the CMP facade labels' 12 classes, as flat colours
+    for split in ("train", "val", "test"):
+        for k in range(samples):
+            photo = rng.integers(0, 256, (32, 32, 3), dtype=np.uint8)
+            labels = palette[value_blocks(32, 32, range(12), offset=5 * k)]
+            path = out / split / f"{k + 1}.jpg"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            Image.fromarray(np.concatenate([photo, labels], axis=1)).save(path, quality=95)
+    return out
+
+
+def write_horse2zebra(out: Path, samples: int, rng: np.random.Generator) -> Path:
+    """CycleGAN's datasets/horse2zebra/{trainA,trainB,testA,testB}/<synset>_<n>.jpg; B holds one image
+    more than A, as the published domains differ in size (trainA 1067, trainB 1334)."""
+    for split in ("train", "test"):
+        for domain, synset, count in (("A", HORSE_SYNSET, samples), ("B", ZEBRA_SYNSET, samples + 1)):
+            for k in range(count):
+                write_image(out / f"{split}{domain}" / f"{synset}_{10 * k + 1}.jpg", rng, 32, 32)
+    return out
+
+
 def write_fixture_tree(layout: str, out: str | os.PathLike, samples: int = 3, seed: int = 0,
                        train_ids: bool = False) -> Path:
     """Write a small tree in `layout` (one of LAYOUTS) under `out`, `samples` per split (VOC + SBD:
     its fixed names); `train_ids`: also the converters' *_labelTrainIds.png (Cityscapes, COCO-Stuff).
     Returns the folder a config's `root` points at (voc_sbd: the folder holding VOCdevkit/ and
-    benchmark_RELEASE/)."""
+    benchmark_RELEASE/; facades and horse2zebra: `out`, holding the split folders)."""
     if layout not in LAYOUTS:
         raise ValueError(f"layout must be one of {', '.join(LAYOUTS)}, got {layout!r}")
     if samples < 1:
@@ -151,4 +177,8 @@ def write_fixture_tree(layout: str, out: str | os.PathLike, samples: int = 3, se
         return write_ade20k(out, samples, rng)
     if layout == "cocostuff":
         return write_cocostuff(out, samples, rng, train_ids)
+    if layout == "facades":
+        return write_facades(out, samples, rng)
+    if layout == "horse2zebra":
+        return write_horse2zebra(out, samples, rng)
     return write_voc_sbd(out, rng)

@@ -11,7 +11,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 import framework  # noqa: F401
 import projects.pix2pix  # noqa: F401  (registers the networks and datasets)
 from framework.checkpoint.files import load_checkpoint
-from framework.errors import DataError
+from framework.errors import ConfigError, DataError
 from framework.registry import DATASETS, MODELS
 from support import REPO, call_tool, named, run_forked_tool, train_run
 
@@ -178,3 +178,18 @@ def test_synthetic_pairs_are_a_function_of_seed_and_index():
     assert torch.equal(first["input"], second["input"]) and torch.equal(first["target"], second["target"])
     assert first["input"].dtype == first["target"].dtype == torch.uint8
     assert len(torch.unique(first["input"].flatten(1), dim=1)) <= 4  # a label map: one colour per class
+
+
+def test_label_map_generator_states_its_label_channels_and_checks_the_network():
+    """pix2pixHD's global generator in the synthesis task: the wrapper adds no parameters, takes the
+    network's size divisor, and refuses a network whose first convolution takes other channels."""
+    network = {"type": "ResnetGenerator", "in_channels": 5, "base_channels": 8, "num_blocks": 1, "num_downsampling": 2}
+    wrapped = MODELS.build({"type": "LabelMapGenerator", "num_classes": 4, "contain_dontcare_label": True,
+                            "network": network}, path="task.generator")
+    assert (wrapped.num_classes, wrapped.noise_dim, wrapped.size_divisor) == (4, 0, 4)
+    assert sum(p.numel() for p in wrapped.parameters()) == sum(p.numel() for p in wrapped.network.parameters())
+    assert wrapped(torch.zeros(1, 5, 8, 12)).shape == (1, 3, 8, 12)
+    with pytest.raises(ConfigError, match=r"task.generator.*first convolution takes 5 channels; the label maps give 4 "
+                                        r"\(num_classes 4, contain_dontcare_label False, instance_edges False\): set the "
+                                        r"network's in_channels to 4"):
+        MODELS.build({"type": "LabelMapGenerator", "num_classes": 4, "network": network}, path="task.generator")
