@@ -34,7 +34,7 @@ def test_a_busy_machine_gets_one_thread_and_a_quiet_one_keeps_two():
                      "iterations; next check at iteration 517)"]
     quiet = ThreadProbe(max_threads=2)
     ran, lines = feed(quiet, {2: 0.16, 1: 0.27}, range(1, 31))
-    assert ran == [2] * 9 + [1] * 4 + [2] * 17 and lines == []
+    assert ran == [2] * 8 + [1] * 3 + [2] * 19 and lines == []  # the default blocks: 3
 
 
 def test_the_probe_asks_only_for_changes_and_starts_at_the_current_count():
@@ -103,7 +103,7 @@ if "ThreadCountRecorder" not in HOOKS:
     HOOKS.add(ThreadCountRecorder)
 
 
-# the probe needs 17 iterations; each of them as small as the Quickstart's network allows
+# the probe needs 14 iterations; each of them as small as the Quickstart's network allows
 SMALLEST = ["train.val_interval=0", "train.ckpt_interval=0", "data.train.batch_size=1", "data.train.dataset.size=16",
             "task.model.base_channels=4", "data.train.dataset.num_samples=20"]
 
@@ -127,7 +127,7 @@ def test_a_run_under_threads_auto_runs_the_probe_iterations_at_the_planned_count
     assert len(seen) == 20
     if adapts:
         top = usable_cores()[0]
-        assert seen[:9] == [top] * 9 and seen[9:13] == [top - 1] * 4 and seen[13:17] == [top] * 4
+        assert seen[:8] == [top] * 8 and seen[8:11] == [top - 1] * 3 and seen[11:14] == [top] * 3
         assert "threads: fewer while the machine is busy (a check at iteration 5" in log
     else:
         assert set(seen) == {2 if setting == ["threads=2"] else usable_cores()[0]} and "fewer while the machine is busy" not in log

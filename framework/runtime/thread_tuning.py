@@ -10,8 +10,10 @@ neighbour only when its median iteration is faster by more than `margin`. The fi
 after `first` iterations (the first steps are slow anyway); the next `interval` iterations after
 each one, so a run that slowed down under a passing load climbs back when the load is gone.
 
-On a quiet machine the cost is the neighbour's `block` iterations per probe: 4 iterations at one
-thread of two, once at start-up and once every 500 iterations (about 1% of a 200-iteration run).
+On a quiet machine the cost is the neighbour's `block` iterations per probe: 3 iterations at one
+thread of two, once at start-up and once every 500 iterations (about 0.8% of the Quickstart's first
+200 iterations; 3 rather than 4 for that: a median of 3 still discounts the one slow iteration
+after a change of count).
 
 `ThreadProbe` is only the decision (no clock, no torch): the engine's ThreadTunerHook feeds it the
 iterations' times and applies the counts it asks for.
@@ -27,7 +29,7 @@ from dataclasses import dataclass, field
 class ThreadProbe:
     max_threads: int  # what `threads: auto` chose from the cores this process may use
     first: int = 5  # iterations before the first probe
-    block: int = 4  # iterations per side of a probe
+    block: int = 3  # iterations per side of a probe
     interval: int = 500  # iterations from the end of one probe to the start of the next
     margin: float = 0.05  # the neighbour must be this much faster (a fraction of the current median)
     threads: int = 0  # the count in use (0: max_threads)
