@@ -121,6 +121,7 @@ def test_a_run_under_threads_auto_runs_the_probe_iterations_at_the_planned_count
                            "hooks=[{type: ThreadCountRecorder}]")
         assert result.returncode == 0, result.stderr
         log = (tmp_path / "train.log").read_text()
+        after_the_run = torch.get_num_threads()
     finally:
         torch.set_num_threads(before)
     seen = ThreadCountRecorder.seen
@@ -129,5 +130,26 @@ def test_a_run_under_threads_auto_runs_the_probe_iterations_at_the_planned_count
         top = usable_cores()[0]
         assert seen[:8] == [top] * 8 and seen[8:11] == [top - 1] * 3 and seen[11:14] == [top] * 3
         assert "threads: fewer while the machine is busy (a check at iteration 5" in log
+        assert after_the_run == top  # the process gets back the count auto chose
     else:
         assert set(seen) == {2 if setting == ["threads=2"] else usable_cores()[0]} and "fewer while the machine is busy" not in log
+
+
+@pytest.mark.skipif(usable_cores()[0] < 2, reason="one usable core: nothing to adapt")
+def test_a_run_ended_in_the_middle_of_a_probe_gives_the_process_its_count_back():
+    from types import SimpleNamespace
+
+    from framework.engine.hooks.thread_tuner import ThreadTunerHook
+
+    before, top = torch.get_num_threads(), usable_cores()[0]
+    try:
+        torch.set_num_threads(top)
+        hook, trainer = ThreadTunerHook(top, first=1, block=2), SimpleNamespace(iter=0, iter_time=0.1)
+        hook.before_train(trainer)
+        for trainer.iter in range(1, 5):  # the probe's A block, then its first iteration at one thread fewer
+            hook.after_iter(trainer)
+        assert torch.get_num_threads() == top - 1 and hook.probe.probing
+        hook.after_train(trainer)
+        assert torch.get_num_threads() == top and not hook.probe.probing
+    finally:
+        torch.set_num_threads(before)

@@ -46,6 +46,10 @@ class ThreadProbe:
     def probing(self) -> bool:
         return bool(self._plan)
 
+    def abandon(self) -> None:
+        """Forget a probe under way (the run ended in it): the next starts afresh."""
+        self._plan, self._times = [], {}
+
     def neighbour(self) -> int:
         """The count a probe compares with: one less, or one more when at 1 (or every other probe
         between 1 and max_threads), so a slowed-down run can climb back."""

@@ -44,3 +44,9 @@ class ThreadTunerHook(Hook):
             torch.set_num_threads(threads)
         if line is not None:
             logger.info(line)
+
+    def after_train(self, trainer: Trainer) -> None:
+        # the load-adapted count is this run's: the process (a notebook, a benchmark's next loop)
+        # gets back the count `auto` chose, also when the run ended in the middle of a probe
+        self.probe.abandon()
+        torch.set_num_threads(self.probe.max_threads)
