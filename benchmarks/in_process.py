@@ -109,11 +109,16 @@ def write_case(case: str, folder: Path, images: int, size: int) -> tuple[Path, P
 def build_quiet_trainer(config: Path, overrides: list[str], work_dir: str):
     """The Trainer tools/train.py would build, its log lines made but not printed, max_iters 0
     (`time_framework` raises it block by block)."""
+    import torch
+
     from framework.config import load_config
     from framework.engine.build import build_trainer
     from framework.runtime.cli import setup_logging
 
-    cfg = load_config(config, overrides)
+    # the blocks restart fit() again and again, and each start would run the load probe of
+    # `threads: auto` (runtime/thread_tuning.py) inside a 10-iteration block: the loops are compared
+    # at the process's count, the probe's cost is benchmarks/shared_machine.py's to measure
+    cfg = load_config(config, [f"threads={torch.get_num_threads()}", *overrides])
     setup_logging(None)
     logging.getLogger("framework").setLevel(logging.WARNING)  # the log lines are made, not printed
     trainer = build_trainer(cfg, work_dir)
