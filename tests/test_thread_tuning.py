@@ -109,30 +109,43 @@ SMALLEST = ["train.val_interval=0", "train.ckpt_interval=0", "data.train.batch_s
 
 
 @pytest.mark.skipif(usable_cores()[0] < 2, reason="one usable core: nothing to adapt")
-@pytest.mark.parametrize("setting, adapts", [([], True), (["threads=2"], False), (["deterministic=true"], False)])
-def test_a_run_under_threads_auto_runs_the_probe_iterations_at_the_planned_counts(tmp_path, monkeypatch,
-                                                                                    setting, adapts):
+def test_a_run_under_threads_auto_runs_the_probe_iterations_at_the_planned_counts(tmp_path, monkeypatch):
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     before, ThreadCountRecorder.seen = torch.get_num_threads(), []
     try:
-        torch.set_num_threads(1)  # whatever the worker had: `auto` and `threads=2` must set it
+        torch.set_num_threads(1)  # whatever the worker had: `auto` must set it
         result = call_tool("train", "--config", REPO / "configs/segmentation/unet_shapes.yaml", "--work-dir",
-                           tmp_path, *TINY_SEGMENTATION, *SMALLEST, *setting,
-                           "hooks=[{type: ThreadCountRecorder}]")
+                           tmp_path, *TINY_SEGMENTATION, *SMALLEST, "hooks=[{type: ThreadCountRecorder}]")
         assert result.returncode == 0, result.stderr
         log = (tmp_path / "train.log").read_text()
         after_the_run = torch.get_num_threads()
     finally:
         torch.set_num_threads(before)
-    seen = ThreadCountRecorder.seen
+    seen, top = ThreadCountRecorder.seen, usable_cores()[0]
     assert len(seen) == 20
-    if adapts:
-        top = usable_cores()[0]
-        assert seen[:8] == [top] * 8 and seen[8:11] == [top - 1] * 3 and seen[11:14] == [top] * 3
-        assert "threads: fewer while the machine is busy (a check at iteration 5" in log
-        assert after_the_run == top  # the process gets back the count auto chose
-    else:
-        assert set(seen) == {2 if setting == ["threads=2"] else usable_cores()[0]} and "fewer while the machine is busy" not in log
+    assert seen[:8] == [top] * 8 and seen[8:11] == [top - 1] * 3 and seen[11:14] == [top] * 3
+    assert "threads: fewer while the machine is busy (a check at iteration 5" in log
+    assert after_the_run == top  # the process gets back the count auto chose
+
+
+@pytest.mark.parametrize("threads, deterministic, device, environ, adapts", [
+    ("auto", False, "cpu", {}, True),
+    (2, False, "cpu", {}, False),  # pinned: the user's count stays
+    ("auto", True, "cpu", {}, False),  # a count that varies with the load would vary the sums
+    ("auto", "warn", "cpu", {}, False),
+    ("auto", False, "cpu", {"OMP_NUM_THREADS": "2"}, False),  # the environment pinned it
+    ("auto", False, "meta", {}, False),  # not a CPU run (a GPU's threads only feed it)
+])
+def test_only_a_lone_cpu_run_under_auto_that_need_not_repeat_gets_the_tuner(monkeypatch, threads, deterministic,
+                                                                             device, environ, adapts):
+    from framework.engine.build import thread_tuner
+    from framework.engine.hooks.thread_tuner import ThreadTunerHook
+
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    for name, value in environ.items():
+        monkeypatch.setenv(name, value)
+    hooks = thread_tuner({"threads": threads, "deterministic": deterministic}, torch.device(device))
+    assert [type(h) for h in hooks] == ([ThreadTunerHook] if adapts else [])
 
 
 @pytest.mark.skipif(usable_cores()[0] < 2, reason="one usable core: nothing to adapt")

@@ -56,6 +56,13 @@ def write_voc_folder(root: Path) -> None:
         (root / "ImageSets/Segmentation" / f"{split}.txt").write_text("\n".join(ids) + "\n")
 
 
+def shrunk_crops(split: str, pipeline: list) -> list[str]:
+    """The VOC config's 256-pixel crops at 64 (the same transforms, a sixteenth of the pixels)."""
+    sizes = ("max_size", "height", "width", "min_height", "min_width")
+    return [f"data.{split}.dataset.pipeline.{i}.{key}=64" for i, step in enumerate(pipeline)
+            for key in sizes if isinstance(step.get(key), int) and step[key] > 64]
+
+
 def walk_overrides(config: Path, tmp: Path, segmentation: bool, samples: int = 3) -> list[str]:
     """A few samples, no worker processes, small batches, 32x32 synthetic segmentation images; the
     VOC config on a folder written here; encoders without downloaded weights, and ResNet-18 for a
@@ -72,9 +79,11 @@ def walk_overrides(config: Path, tmp: Path, segmentation: bool, samples: int = 3
             overrides.append(f"data.{split}.dataset.num_samples=4")
         if "size" in dataset and segmentation:  # a GAN's generator fixes its image size
             overrides.append(f"data.{split}.dataset.size=32")
-        if dataset["type"] == "VOCSegmentation" and split == "train" and not reads_published_data(plain):
-            write_voc_folder(tmp / "voc")
-            overrides.append(f"data.train.dataset.root={tmp / 'voc'}")
+        if dataset["type"] == "VOCSegmentation" and not reads_published_data(plain):
+            if split == "train":
+                write_voc_folder(tmp / "voc")
+                overrides.append(f"data.train.dataset.root={tmp / 'voc'}")
+            overrides += shrunk_crops(split, dataset.get("pipeline", []))
     overrides += published_overrides(plain, tmp, samples)
     model = plain["task"].get("model", {})
     if "encoder_weights" in model:
