@@ -106,7 +106,10 @@ def emulated_bf16_warning(device: torch.device, dtype: torch.dtype | None, flags
 #   and 55.2 -> 65.3 ms on an AVX2-only EPYC), so `dcgan_shapes.yaml` uses it. It is not a rule
 #   for every network: the Quickstart UNet trains x1.25-1.6 faster in NHWC on AVX-512 and x1.3 on
 #   the AVX2 EPYC, so its config says `true` (`benchmarks/channels_last.py`,
-#   `benchmarks/gan_networks.py`, docs/performance.md). An `ONEDNN_MAX_CPU_ISA` below AVX-512 (as
+#   `benchmarks/gan_networks.py`, docs/performance.md). The synthesis configs' networks follow the
+#   rule: an iteration takes 20% (OASIS-style) and 16% (SPADE-style) less time in NHWC under
+#   bfloat16 on AVX-512, and the same with AVX2 (`benchmarks/in_process.py ... channels_last=true`
+#   against the plain NCHW script). An `ONEDNN_MAX_CPU_ISA` below AVX-512 (as
 #   the AVX2 benchmark columns set it) counts as no AVX-512: oneDNN runs the convolutions.
 
 def cpu_has_avx512(flags: set[str] | None = None, environ=os.environ) -> bool:
