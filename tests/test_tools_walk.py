@@ -65,7 +65,7 @@ def shrunk_crops(split: str, pipeline: list) -> list[str]:
 
 def walk_overrides(config: Path, tmp: Path, segmentation: bool, samples: int = 3) -> list[str]:
     """A few samples, no worker processes, small batches, 32x32 synthetic segmentation images; the
-    VOC config on a folder written here; encoders without downloaded weights, and ResNet-18 for a
+    VOC config on a folder written here, its crops at 64; encoders without downloaded weights, and ResNet-18 for a
     deeper ResNet encoder (the same encoder class and code path, a third of the time)."""
     plain = to_plain(load_config(str(config)))
     overrides = []
