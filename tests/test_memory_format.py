@@ -98,9 +98,9 @@ def test_channels_last_computes_the_synthesis_configs_step_in_float32_alike(conf
     """Issue 53: NHWC is the same computation in another memory order. One step of each shipped
     synthesis task, as configured, from the same weights, data and draws: the losses agree to 1e-5
     and each network's change to 2e-2 of its size. What parts them is float32 rounding: the
-    generator's change parts by 1.7e-4 (OASIS-style) and 2.2e-3 (SPADE-style), because the backward
-    of its BatchNorm (batch statistics of 2 maps) cancels large terms, and against a float64 step
-    the NCHW generator's gradient is itself 2.7e-3 off, NHWC's 3.2e-3 (docs/performance.md). A
+    generator's change parts by 1.7e-4 (OASIS-style) and 2.2e-3 (SPADE-style) at one thread. NHWC's kernels
+    round more: against float64, the generator's gradient is off by about 1e-6 in NCHW in most draws
+    and by up to 4e-3 in NHWC (benchmarks/channels_last_rounding.py, docs/performance.md). A
     layout-dependent op (a `view` of memory, noise drawn `randn_like` an NHWC tensor) or other
     draws part them by the whole change."""
     cfg = load_config(REPO / config)

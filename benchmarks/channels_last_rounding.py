@@ -1,0 +1,114 @@
+"""How far float32 is from float64 in the synthesis generators' gradient, in NCHW and in NHWC
+(`channels_last`), issue 53. A measurement, not a test (tests/test_memory_format.py checks that one
+training step agrees in both formats).
+
+    python benchmarks/channels_last_rounding.py [--configs configs/synthesis/oasis_textures.yaml ...]
+
+Per config: its generator as configured (seed 0), a batch of 2 random label maps and noise, and the
+gradient of a random linear function of the output (so no loss of our own shapes it), in
+float64 (the reference) and in float32 per memory format, over --draws draws of the three;
+printed is |g32 - g64| / |g64| over all parameters (median, min..max), with BatchNorm in
+training mode (batch statistics: what training runs) and in eval mode (running statistics). Then one BatchNorm2d alone, forward and backward, on inputs of mean 5 and
+standard deviation 3, against float64.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import statistics
+import sys
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from omegaconf import OmegaConf
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+import framework  # noqa: E402,F401  (fills the registries)
+from framework.config import load_config  # noqa: E402
+from framework.registry import TASKS  # noqa: E402
+
+FORMATS = {"NCHW": torch.contiguous_format, "NHWC": torch.channels_last}
+
+
+def relative_error(value: torch.Tensor, reference: torch.Tensor) -> float:
+    return float((value.double() - reference).norm() / reference.norm())
+
+
+def generator_gradient(generator, inputs: tuple, weights: torch.Tensor, memory_format, dtype,
+                       batch_statistics: bool) -> torch.Tensor:
+    network = copy.deepcopy(generator).to(dtype).to(memory_format=memory_format).train()
+    for module in network.modules():
+        if isinstance(module, torch.nn.modules.batchnorm._BatchNorm) and not batch_statistics:
+            module.eval()
+    inputs = [x.to(dtype).contiguous(memory_format=memory_format) if x.dim() == 4 else x.to(dtype) for x in inputs]
+    (network(*inputs) * weights.to(dtype)).sum().backward()
+    return torch.cat([p.grad.double().flatten() for p in network.parameters()])
+
+
+def generator_rows(config: str, draws: int) -> None:
+    cfg = load_config(REPO / config)
+    torch.manual_seed(0)
+    task = TASKS.build(OmegaConf.to_container(cfg.task), path="task")
+    classes, size = cfg.task.num_classes, cfg.data.train.dataset.size
+    errors = {(statistics, name): [] for statistics in (True, False) for name in FORMATS}
+    for seed in range(draws):
+        draw = torch.Generator().manual_seed(seed)
+        labels = torch.randint(0, classes, (2, size, size), generator=draw)
+        inputs = (F.one_hot(labels, classes).permute(0, 3, 1, 2).double(),)
+        if task.noise_shape is not None:
+            inputs += (torch.randn(2, *task.noise_shape, generator=draw, dtype=torch.float64),)
+        weights = torch.randn(2, 3, size, size, generator=draw, dtype=torch.float64)
+        for batch_statistics in (True, False):
+            reference = generator_gradient(task.generator, inputs, weights, torch.contiguous_format, torch.float64,
+                                           batch_statistics)
+            for name, memory_format in FORMATS.items():
+                gradient = generator_gradient(task.generator, inputs, weights, memory_format, torch.float32,
+                                              batch_statistics)
+                errors[batch_statistics, name].append(relative_error(gradient, reference))
+    for batch_statistics in (True, False):
+        mode = "batch statistics" if batch_statistics else "running statistics"
+        cells = [f"{statistics.median(found):.1e} ({min(found):.1e}..{max(found):.1e})"
+                 for found in (errors[batch_statistics, name] for name in FORMATS)]
+        print(f"| {Path(config).stem} generator, BatchNorm on {mode} | {cells[0]} | {cells[1]} |")
+        print("  per draw:", {name: [f"{e:.0e}" for e in errors[batch_statistics, name]] for name in FORMATS})
+
+
+def batchnorm_rows(channels: int = 64, size: int = 64) -> None:
+    draw = torch.Generator().manual_seed(1)
+    x = torch.randn(2, channels, size, size, generator=draw, dtype=torch.float64) * 3 + 5
+    upstream = torch.randn(2, channels, size, size, generator=draw, dtype=torch.float64) + 2
+
+    def run(memory_format, dtype):
+        inputs = x.to(dtype).contiguous(memory_format=memory_format).detach().requires_grad_(True)
+        out = F.batch_norm(inputs, None, None, training=True)
+        out.backward(upstream.to(dtype).contiguous(memory_format=memory_format))
+        return out.detach(), inputs.grad
+
+    reference = run(torch.contiguous_format, torch.float64)
+    errors = {name: run(memory_format, torch.float32) for name, memory_format in FORMATS.items()}
+    for what, index in (("forward", 0), ("backward", 1)):
+        print(f"| BatchNorm2d alone, 2x{channels}x{size}x{size}, {what} | "
+              f"{relative_error(errors['NCHW'][index], reference[index]):.1e} | "
+              f"{relative_error(errors['NHWC'][index], reference[index]):.1e} |")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--configs", nargs="+", default=["configs/synthesis/oasis_textures.yaml",
+                                                          "configs/synthesis/spade_textures.yaml"])
+    parser.add_argument("--draws", type=int, default=8, help="label maps, noise and output weights drawn")
+    args = parser.parse_args()
+    print(f"float32 against float64, |g32 - g64| / |g64| ({torch.get_num_threads()} threads, "
+          f"ATen CPU capability {torch.backends.cpu.get_cpu_capability()})")
+    print("| case | NCHW: median (min..max) | NHWC |\n| --- | --- | --- |")
+    for config in args.configs:
+        generator_rows(config, args.draws)
+    batchnorm_rows()
+
+
+if __name__ == "__main__":
+    main()
