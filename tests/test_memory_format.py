@@ -98,9 +98,10 @@ def test_channels_last_computes_the_synthesis_configs_step_in_float32_alike(conf
     """Issue 53: NHWC is the same computation in another memory order. One step of each shipped
     synthesis task, as configured, from the same weights, data and draws: the losses agree to 1e-5
     and each network's change to 2e-2 of its size. What parts them is float32 rounding: the
-    generator's change parts by 1.7e-4 (OASIS-style) and 2.2e-3 (SPADE-style) at one thread. NHWC's kernels
-    round more: against float64, the generator's gradient is off by about 1e-6 in NCHW in most draws
-    and by up to 4e-3 in NHWC (benchmarks/channels_last_rounding.py, docs/performance.md). A
+    generator's change parts by 1.7e-4 (OASIS-style) and 2.2e-3 (SPADE-style) at one thread, where
+    a LeakyReLU input within rounding of zero takes the other branch in one format (one element of
+    1.4 million moves its layer's gradient by ~1e-3; benchmarks/channels_last_rounding.py). Without
+    such a flip the generator's gradient is 1e-6 from float64's in either format. A
     layout-dependent op (a `view` of memory, noise drawn `randn_like` an NHWC tensor) or other
     draws part them by the whole change."""
     cfg = load_config(REPO / config)
