@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from framework.errors import ConfigError
-from framework.runtime.compile import compile_settings
+from framework.runtime.compile import check_cpu_compiler, compile_settings
 from support import REPO, TINY_UNET, call_tool
 
 CONFIG = REPO / "configs/segmentation/unet_shapes.yaml"
@@ -40,3 +40,24 @@ def test_compile_setting_is_checked():
         compile_settings({"bakend": "inductor"})
     with pytest.raises(ConfigError, match="compile: must be true, false or a mapping"):
         compile_settings("yes")
+
+
+def test_a_cpu_run_without_a_cpp_compiler_stops_at_start_up_in_one_line(monkeypatch, tmp_path):
+    """inductor on a CPU builds C++ at the first step; without a compiler that step ended in a
+    99-line traceback (InvalidCxxCompiler). It is found at start-up and named in one line."""
+    import torch._inductor.config as inductor_config
+
+    cpu = torch.device("cpu")
+    check_cpu_compiler({}, cpu)  # this machine's g++ (CI's too)
+    monkeypatch.setattr(inductor_config.cpp, "cxx", (None, "/nonexistent/g++"))
+    with pytest.raises(ConfigError, match=r"^compile: the inductor backend builds C\+\+ for a CPU run and found no "
+                                          r"working C\+\+ compiler \(tried /nonexistent/g\+\+\); install g\+\+ or "
+                                          r"clang\+\+ \(or set CXX to one\), or set compile: false$"):
+        check_cpu_compiler({"mode": "max-autotune"}, cpu)
+    check_cpu_compiler({"backend": "aot_eager"}, cpu)  # builds no C++
+    check_cpu_compiler({}, torch.device("cuda"))  # Triton kernels, no C++ of inductor's
+    result = call_tool("train", "--config", CONFIG, "--work-dir", tmp_path, *RUN, "compile=true")
+    assert result.returncode == 2 and not (tmp_path / "checkpoints").exists()
+    assert result.stderr.strip().splitlines() == [
+        "error: compile: the inductor backend builds C++ for a CPU run and found no working C++ compiler (tried "
+        "/nonexistent/g++); install g++ or clang++ (or set CXX to one), or set compile: false"]

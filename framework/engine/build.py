@@ -182,7 +182,7 @@ def build_networks(cfg: dict, device: torch.device, work_dir: str, load_pretrain
         logger.info(describe_memory_format(channels_last))
     if channels_last:
         task.to(memory_format=torch.channels_last)  # 4-D weights (and the EMA copy) go NHWC
-    compile_networks(task.networks(), cfg["compile"])  # in place, before DDP wraps them
+    compile_networks(task.networks(), cfg["compile"], device)  # in place, before DDP wraps them
     return task
 
 
