@@ -40,7 +40,7 @@ def compile_settings(setting) -> dict | None:
 
 def check_cpu_compiler(kwargs: dict, device: torch.device) -> None:
     """inductor writes C++ for a CPU run and builds it at the first step; a missing compiler
-    would end that step in a 100-line traceback (InvalidCxxCompiler), so it is looked for here."""
+    would end that step in a 99-line traceback (InvalidCxxCompiler), so it is looked for here."""
     if device.type != "cpu" or kwargs.get("backend", "inductor") != "inductor":
         return
     import torch._inductor.config as inductor_config  # imported only when compiling: seconds of import
