@@ -2,7 +2,7 @@
 (`channels_last`), issue 53. A measurement, not a test (tests/test_memory_format.py checks that one
 training step agrees in both formats).
 
-    python benchmarks/channels_last_rounding.py [--configs configs/synthesis/oasis_textures.yaml ...]
+    python benchmarks/channels_last_rounding.py [--configs configs/synthesis/oasis_textures.yaml ...] [--compile]
 
 Per config: its generator as configured (seed 0), a batch of 2 random label maps and noise, and the
 gradient of a random linear function of the output (so no loss of our own shapes it), in
@@ -12,7 +12,9 @@ training mode (batch statistics: what training runs) and in eval mode (running s
 how many draws a LeakyReLU input lies on the other side of zero than in float64. Such a flip of
 one element moves that layer's gradient by about 1e-3 of its size; at the kink either branch is a
 valid subgradient, so this is rounding, not a wrong result. Then one BatchNorm2d alone, forward and backward, on inputs of mean 5 and
-standard deviation 3, against float64.
+standard deviation 3, against float64. `--compile` adds the NCHW generator compiled in place as
+`compile: true` does (inductor's fused kernels round in their own order), without the LeakyReLU
+count: hooks inside a compiled network would cut its graph.
 """
 
 from __future__ import annotations
@@ -42,57 +44,82 @@ def relative_error(value: torch.Tensor, reference: torch.Tensor) -> float:
     return float((value.double() - reference).norm() / reference.norm())
 
 
-def generator_gradient(generator, inputs: tuple, weights: torch.Tensor, memory_format, dtype,
-                       batch_statistics: bool) -> tuple[torch.Tensor, torch.Tensor]:
-    """The gradient over all parameters, and the signs of every LeakyReLU's input (the outputs of
-    the residual blocks' norm_0 and norm_1 SPADE layers)."""
+def prepared(generator, memory_format, dtype, batch_statistics: bool, compiled: bool = False):
+    """A copy of the generator in that dtype and memory format, in training mode, its BatchNorm on
+    batch or running statistics; `compiled`: compiled in place as `compile: true` does."""
     network = copy.deepcopy(generator).to(dtype).to(memory_format=memory_format).train()
     for module in network.modules():
         if isinstance(module, torch.nn.modules.batchnorm._BatchNorm) and not batch_statistics:
             module.eval()
-    signs = []
+    if compiled:
+        network.compile()
+    return network
+
+
+def generator_gradient(network, generator, inputs: tuple, weights: torch.Tensor, memory_format, dtype,
+                       signs_too: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The gradient over all parameters, and the signs of every LeakyReLU's input (the outputs of
+    the residual blocks' norm_0 and norm_1 SPADE layers). A compiled network is asked for no signs:
+    hooks inside it would cut its graph, and so change what it computes. The network's state is
+    the generator's again first: spectral norm's power iteration moves its vectors at every forward."""
+    network.load_state_dict(generator.state_dict())
+    for parameter in network.parameters():
+        parameter.grad = None
+    signs, hooks = [], []
     for name, module in network.named_modules():
-        if name.endswith(("norm_0", "norm_1")):
-            module.register_forward_hook(lambda module, args, output: signs.append((output > 0).flatten()))
+        if signs_too and name.endswith(("norm_0", "norm_1")):
+            hooks.append(module.register_forward_hook(
+                lambda module, args, output: signs.append((output > 0).flatten())))
     inputs = [x.to(dtype).contiguous(memory_format=memory_format) if x.dim() == 4 else x.to(dtype) for x in inputs]
     (network(*inputs) * weights.to(dtype)).sum().backward()
-    return torch.cat([p.grad.double().flatten() for p in network.parameters()]), torch.cat(signs)
+    for hook in hooks:
+        hook.remove()
+    gradient = torch.cat([p.grad.double().flatten() for p in network.parameters()])
+    return gradient, torch.cat(signs) if signs_too else None
 
 
-def generator_rows(config: str, draws: int) -> None:
+def generator_rows(config: str, draws: int, compiled: bool) -> None:
     cfg = load_config(REPO / config)
     torch.manual_seed(0)
     task = TASKS.build(OmegaConf.to_container(cfg.task), path="task")
     classes, size = cfg.task.num_classes, cfg.data.train.dataset.size
-    errors = {(batch_statistics, name): [] for batch_statistics in (True, False) for name in FORMATS}
-    for seed in range(draws):
-        draw = torch.Generator().manual_seed(seed)
-        labels = torch.randint(0, classes, (2, size, size), generator=draw)
-        inputs = (F.one_hot(labels, classes).permute(0, 3, 1, 2).double(),)
-        if task.noise_shape is not None:
-            inputs += (torch.randn(2, *task.noise_shape, generator=draw, dtype=torch.float64),)
-        weights = torch.randn(2, 3, size, size, generator=draw, dtype=torch.float64)
-        for batch_statistics in (True, False):
-            reference, reference_signs = generator_gradient(task.generator, inputs, weights, torch.contiguous_format,
-                                                            torch.float64, batch_statistics)
-            for name, memory_format in FORMATS.items():
-                gradient, signs = generator_gradient(task.generator, inputs, weights, memory_format, torch.float32,
-                                                     batch_statistics)
-                flips = int((signs != reference_signs).sum())
+    variants = {name: (memory_format, False) for name, memory_format in FORMATS.items()}
+    if compiled:
+        variants["NCHW compiled"] = (torch.contiguous_format, True)
+    errors = {(batch_statistics, name): [] for batch_statistics in (True, False) for name in variants}
+    for batch_statistics in (True, False):
+        reference_network = prepared(task.generator, torch.contiguous_format, torch.float64, batch_statistics)
+        networks = {name: prepared(task.generator, memory_format, torch.float32, batch_statistics, compile_it)
+                    for name, (memory_format, compile_it) in variants.items()}
+        for seed in range(draws):
+            draw = torch.Generator().manual_seed(seed)
+            labels = torch.randint(0, classes, (2, size, size), generator=draw)
+            inputs = (F.one_hot(labels, classes).permute(0, 3, 1, 2).double(),)
+            if task.noise_shape is not None:
+                inputs += (torch.randn(2, *task.noise_shape, generator=draw, dtype=torch.float64),)
+            weights = torch.randn(2, 3, size, size, generator=draw, dtype=torch.float64)
+            reference, reference_signs = generator_gradient(reference_network, task.generator, inputs, weights,
+                                                            torch.contiguous_format, torch.float64)
+            for name, (memory_format, compile_it) in variants.items():
+                gradient, signs = generator_gradient(networks[name], task.generator, inputs, weights, memory_format, torch.float32,
+                                                     signs_too=not compile_it)
+                flips = None if signs is None else int((signs != reference_signs).sum())
                 errors[batch_statistics, name].append((relative_error(gradient, reference), flips))
     print(f"\n{Path(config).stem} generator ({len(reference_signs)} LeakyReLU inputs), {draws} draws:")
-    print(TABLE_HEAD)
+    print("| case | " + " | ".join(variants) + " |\n|" + " --- |" * (len(variants) + 1))
     for batch_statistics in (True, False):
         mode = "batch statistics" if batch_statistics else "running statistics"
         cells = []
-        for name in FORMATS:
+        for name in variants:
             found = [error for error, _ in errors[batch_statistics, name]]
-            flipped = sum(flips > 0 for _, flips in errors[batch_statistics, name])
-            cells.append(f"{statistics.median(found):.1e} ({min(found):.1e}..{max(found):.1e}); "
-                         f"{flipped} of {draws} draws flip a LeakyReLU")
-        print(f"| generator, BatchNorm on {mode} | {cells[0]} | {cells[1]} |")
-        print("  per draw, error (flips):",
-              {name: [f"{error:.0e} ({flips})" for error, flips in errors[batch_statistics, name]] for name in FORMATS})
+            cell = f"{statistics.median(found):.1e} ({min(found):.1e}..{max(found):.1e})"
+            if not variants[name][1]:
+                flipped = sum(flips > 0 for _, flips in errors[batch_statistics, name])
+                cell += f"; {flipped} of {draws} draws flip a LeakyReLU"
+            cells.append(cell)
+        print(f"| generator, BatchNorm on {mode} | " + " | ".join(cells) + " |")
+        print("  per draw, error (flips):", {name: [f"{error:.0e} ({flips})" for error, flips in errors[batch_statistics, name]]
+                                             for name in variants})
 
 
 def batchnorm_rows(channels: int = 64, size: int = 64) -> None:
@@ -121,11 +148,13 @@ def main() -> None:
     parser.add_argument("--configs", nargs="+", default=["configs/synthesis/oasis_textures.yaml"],
                         help="the SPADE-style config has the same generator")
     parser.add_argument("--draws", type=int, default=8, help="label maps, noise and output weights drawn")
+    parser.add_argument("--compile", action="store_true",
+                        help="also the NCHW generator compiled as `compile: true` does (needs a C++ compiler)")
     args = parser.parse_args()
     print(f"float32 against float64, |g32 - g64| / |g64| ({torch.get_num_threads()} threads, "
           f"ATen CPU capability {torch.backends.cpu.get_cpu_capability()})")
     for config in args.configs:
-        generator_rows(config, args.draws)
+        generator_rows(config, args.draws, args.compile)
     batchnorm_rows()
 
 

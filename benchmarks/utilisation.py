@@ -15,7 +15,8 @@ evaluation), a few warm-up iterations, then
 - the median seconds per iteration over blocks of `--iters` iterations;
 utilisation = FLOPs per iteration / seconds per iteration / peak. `compile` is `compile=true`
 (inductor; its compilation is in the warm-up, not in the figure, and the seconds it took are
-printed), `channels_last` is `channels_last=true`.
+printed), `compile_nchw` the same with inductor's `layout_optimization` off (it computes convolutions
+channels-last by default), `channels_last` is `channels_last=true`.
 """
 
 from __future__ import annotations
@@ -42,7 +43,9 @@ CONFIGS = {  # name -> (config, overrides that take evaluation's needs away: a s
     "pix2pix": ("projects/pix2pix/configs/pix2pix_shapes.yaml", []),
     "cyclegan": ("projects/cyclegan/configs/cyclegan_shapes.yaml", []),
 }
-VARIANTS = {"default": [], "compile": ["compile=true"], "channels_last": ["channels_last=true"]}
+VARIANTS = {"default": [], "compile": ["compile=true"], "channels_last": ["channels_last=true"],
+            # inductor computes convolutions channels-last unless told not to (its layout_optimization)
+            "compile_nchw": ["compile={options: {layout_optimization: false}}"]}
 
 
 def matmul_peak(size: int = 4096, repeats: int = 5) -> float:
@@ -76,7 +79,7 @@ def measure(name: str, variant: str, iters: int, rounds: int) -> dict:
     with tempfile.TemporaryDirectory() as work_dir:
         trainer = build_quiet_trainer(REPO / config, NO_EVALUATION + overrides + VARIANTS[variant], work_dir)
         warm_up = timed(lambda: time_framework(trainer, 3))
-        flops = iteration_flops(trainer) if variant != "compile" else None
+        flops = iteration_flops(trainer) if not variant.startswith("compile") else None
         seconds = statistics.median(time_framework(trainer, iters) for _ in range(rounds))
     return {"config": name, "variant": variant, "flops": flops, "seconds": seconds, "warm_up": warm_up}
 
