@@ -13,7 +13,8 @@ how many draws a LeakyReLU input lies on the other side of zero than in float64.
 one element moves that layer's gradient by about 1e-3 of its size; at the kink either branch is a
 valid subgradient, so this is rounding, not a wrong result. Then one BatchNorm2d alone, forward and backward, on inputs of mean 5 and
 standard deviation 3, against float64. `--compile` adds the NCHW generator compiled in place as
-`compile: true` does (inductor's fused kernels round in their own order), without the LeakyReLU
+`compile: true` does (inductor runs its convolutions channels-last unless its layout_optimization
+is off, TORCHINDUCTOR_LAYOUT_OPTIMIZATION=0), without the LeakyReLU
 count: hooks inside a compiled network would cut its graph.
 """
 
