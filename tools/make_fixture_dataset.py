@@ -25,7 +25,8 @@ from framework.runtime.cli import check_options, run
 def parse_args() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--layout", required=True, choices=LAYOUTS, help="which published layout")
-    parser.add_argument("out", help="folder to write the tree into (created)")
+    parser.add_argument("out", help="folder to write the tree into: new, empty, or a fixture tree it wrote "
+                        "(a folder holding any other file is refused)")
     parser.add_argument("--samples", type=int, default=3, help="samples per split (voc_sbd: fixed names)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the random images")
     parser.add_argument("--train-ids", action="store_true",

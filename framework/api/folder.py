@@ -8,7 +8,9 @@ weights, so it predicts bit-identically to the model it was saved from.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import tempfile
 from pathlib import Path
 
@@ -31,22 +33,63 @@ def prediction_networks(task) -> dict[str, torch.nn.Module]:
     return {"model": task.model}
 
 
-def save_model_folder(model, folder: Path) -> Path:
+def save_model_folder(model, folder: Path, overwrite: bool = False) -> Path:
+    """Write the three files into `folder`: a new or empty one, or a model folder written here before
+    whose config.yaml and README.md are as written (their hashes are in the weights' metadata), so
+    a user's own README.md, config.yaml or anything else is never replaced; `overwrite=True` replaces
+    the three names whatever they hold (nothing else in the folder is touched). Each file is written
+    beside its final name and moved in once all three are complete."""
     from safetensors.torch import save_file
 
     from framework.api.card import model_card
+    from framework.runtime.overwrite import refuse_foreign_folder
 
+    if not overwrite:
+        refuse_foreign_folder("save_pretrained folder", folder, lambda path: written_here(folder, path),
+                              advice="choose a new or empty folder, or pass overwrite=True to replace "
+                                     f"{CONFIG}, {WEIGHTS} and {CARD} there")
     folder.mkdir(parents=True, exist_ok=True)
     # clone(): safetensors refuses tensors sharing memory (tied weights, views of one buffer)
     weights = {f"{prefix}.{key}": value.detach().cpu().clone().contiguous()
                for prefix, network in prediction_networks(model.task).items()
                for key, value in network.state_dict().items()}
+    texts = {CONFIG: yaml.safe_dump(model.config, sort_keys=False), CARD: model_card(model)}
     metadata = {"format": FORMAT, "framework_version": framework.__version__, "task": type(model.task).__name__,
-                "metrics": json.dumps(model.metrics)}
-    save_file(weights, str(folder / WEIGHTS), metadata=metadata)
-    (folder / CONFIG).write_text(yaml.safe_dump(model.config, sort_keys=False), encoding="utf-8")
-    (folder / CARD).write_text(model_card(model), encoding="utf-8")
+                "metrics": json.dumps(model.metrics), "written": json.dumps({name: sha256(text.encode("utf-8"))
+                                                                             for name, text in texts.items()})}
+    staged = {name: folder / f".{name}.partial" for name in (WEIGHTS, *texts)}
+    try:
+        save_file(weights, str(staged[WEIGHTS]), metadata=metadata)
+        for name, text in texts.items():
+            staged[name].write_text(text, encoding="utf-8")
+        for name, path in staged.items():
+            os.replace(path, folder / name)
+    finally:
+        for path in staged.values():
+            path.unlink(missing_ok=True)
     return folder
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def written_here(folder: Path, path: Path) -> bool:
+    """Whether `path` in `folder` is one of a model folder's files as `save_model_folder` wrote them."""
+    from safetensors import safe_open
+
+    weights = folder / WEIGHTS
+    if path.parent != folder or path.name not in (CONFIG, WEIGHTS, CARD) or not weights.is_file():
+        return False
+    try:
+        with safe_open(str(weights), framework="pt") as opened:
+            metadata = opened.metadata() or {}
+        if metadata.get("format") != FORMAT:
+            return False
+        hashes = json.loads(metadata.get("written", "{}"))
+    except Exception:  # not a safetensors file we can read: not ours
+        return False
+    return path.name == WEIGHTS or hashes.get(path.name) == sha256(path.read_bytes())
 
 
 def is_model_folder(folder: Path) -> bool:

@@ -7,6 +7,7 @@ computed by the same lines (tests/test_api.py checks they are bit-identical).
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -216,11 +217,18 @@ class Model:
 
     # model folders -----------------------------------------------------------------------------
 
-    def save_pretrained(self, folder) -> Path:
-        """config.yaml + model.safetensors (the weights prediction needs) + README.md (a model card)."""
+    def save_pretrained(self, folder, overwrite: bool = False) -> Path:
+        """config.yaml + model.safetensors (the weights prediction needs) + README.md (a model card),
+        into a new or empty folder, or one this method wrote before; a folder holding any other file
+        (a README.md of yours, a config) is refused unless `overwrite=True`, which replaces those
+        three names and nothing else."""
         from framework.api.folder import save_model_folder
 
-        return save_model_folder(self, Path(folder))
+        if not isinstance(folder, (str, os.PathLike)) or not os.fspath(folder).strip():
+            raise ConfigError(f"save_pretrained folder: name the folder to write into (a path), not {folder!r}")
+        if not isinstance(overwrite, bool):
+            raise ConfigError(f"save_pretrained overwrite: True or False, not {overwrite!r}")
+        return save_model_folder(self, Path(folder), overwrite=overwrite)
 
     def push_to_hub(self, repo: str, **kwargs) -> str:
         """Upload a model folder to the Hugging Face Hub (needs `pip install -e '.[hub]'`)."""

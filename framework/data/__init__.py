@@ -5,7 +5,8 @@ layouts in `published/` (Cityscapes, ADE20K, COCO-Stuff, VOC + SBD), N-channel r
 in `channels.py`), the albumentations pipeline (`transforms.py`), samplers (`sampler.py`), loaders
 (`loader.py`, batching samples of one size: `collate.py`), the decoded-sample cache (`cache.py`)
 and the folders a dataset reads (`sources.py`).
-May import: errors, registry, dist, visualization (a dataset's palette).
+May import: errors, registry, dist, visualization (a dataset's palette), runtime (the fixture writer's
+refusal to write over files it did not create).
 
 Dataset authors (projects, user code) also get the folder toolkit the built-in datasets use:
 `IMAGE_SUFFIXES`, `read_rgb_image`, `files_by_stem`, `require_dir`, `require_all`.

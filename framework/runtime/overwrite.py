@@ -60,3 +60,24 @@ def refuse_writing_over_inputs(output_option: str, output: str | os.PathLike,
             label, path = found
             raise ConfigError(f"{output_option} {os.fspath(output)}: would write {os.fspath(written)}, which is "
                               f"{label} {path}: choose another {'folder' if output_is_folder else 'file'}")
+
+
+def refuse_foreign_folder(option: str, folder: str | os.PathLike, is_ours=lambda path: False,
+                          advice: str = "choose a new or empty folder") -> None:
+    """A ConfigError, one line naming a file, unless `folder` is absent, empty, or holds only files
+    this tool wrote (`is_ours(path)` for each file in it, subfolders walked).
+
+    For tools that write a whole tree of fixed names (a fixture dataset, a model folder): the names
+    they write are the published ones (`aachen_000000_000019_leftImg8bit.png`, `README.md`), so a
+    user's real file of that name would be replaced without this check."""
+    folder = Path(os.path.expanduser(os.fspath(folder)))
+    if not os.fspath(folder).strip():
+        raise ConfigError(f"{option}: an empty path; name the folder to write into")
+    if folder.exists() and not folder.is_dir():
+        raise ConfigError(f"{option} {os.fspath(folder)}: is a file, not a folder; {advice}")
+    if not folder.is_dir():
+        return
+    for path in sorted(folder.rglob("*")):
+        if (path.is_file() or path.is_symlink()) and not is_ours(path):
+            raise ConfigError(f"{option} {os.fspath(folder)}: already holds {path.relative_to(folder)}, which this "
+                              f"tool did not write; nothing is written over a file it did not create: {advice}")

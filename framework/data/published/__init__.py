@@ -6,7 +6,8 @@ the label convention SPADE and OASIS train on. docs/datasets.md describes each.
 
 Owns: the published layouts, their label tables, class names and palettes, and the fixture-tree
 writer (`fixture_trees.py`, tools/make_fixture_dataset.py) that makes small trees in each layout.
-May import: errors, registry, visualization (the fixture trees' VOC palette).
+May import: errors, registry, visualization (the fixture trees' VOC palette), runtime (the fixture writer's
+refusal to write into a folder it did not create).
 """
 
 from framework.data.published.ade20k import ADE20K

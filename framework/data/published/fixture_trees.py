@@ -9,6 +9,8 @@ dataset's aspect. `write_fixture_tree(layout, out)` returns the folder to point 
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +18,7 @@ from PIL import Image
 
 from framework.data.published.cityscapes import CITYSCAPES_LABELS, LABEL_ID_PALETTE, LABEL_ID_TO_TRAIN_ID
 from framework.data.published.cocostuff import COCO_STUFF_182_CLASSES, ID_TO_TRAIN_ID
+from framework.runtime.overwrite import refuse_foreign_folder
 from framework.visualization.palette import default_palette
 
 LAYOUTS = ("cityscapes", "ade20k", "cocostuff", "voc_sbd", "facades", "horse2zebra")
@@ -28,6 +31,8 @@ VOC_TRAIN, VOC_VAL = ("2007_000a", "2007_000b", "2007_000c"), ("2007_000d", "200
 SBD_TRAIN, SBD_VAL = ("2007_000b", "2007_000f", "2007_000g", "2007_000d"), ("2007_000h", "2007_000e", "2007_000c")
 # horse2zebra's file stems are the ImageNet synsets of its two domains (horses, zebras)
 HORSE_SYNSET, ZEBRA_SYNSET = "n02381460", "n02391049"
+# the list of files a fixture tree holds, so a rewrite replaces its own files and refuses others'
+MARKER, MARKER_HEADER = ".segan_fixture", "# written by tools/make_fixture_dataset.py; the files of this fixture tree:"
 
 
 def value_blocks(height: int, width: int, values, offset: int) -> np.ndarray:
@@ -162,6 +167,44 @@ def write_horse2zebra(out: Path, samples: int, rng: np.random.Generator) -> Path
 
 def write_fixture_tree(layout: str, out: str | os.PathLike, samples: int = 3, seed: int = 0,
                        train_ids: bool = False) -> Path:
+    """Write a small tree in `layout` (see `write_tree`) under `out`, which must be new, empty, or a
+    fixture tree this function wrote (its MARKER lists the files): the fixture uses the published
+    file names, so writing into a folder holding the real dataset would replace real images and
+    label maps. The tree is written in a sibling temporary folder first and moved in when complete:
+    a failure leaves `out` as it was. A previous fixture tree's files are replaced, nothing else."""
+    out = Path(os.path.expanduser(os.fspath(out)))
+    previous = fixture_files(out)
+    refuse_foreign_folder("fixture folder", out, lambda path: path.relative_to(out).as_posix() in previous,
+                          advice="write the fixture into a new or empty folder")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        root = write_tree(layout, staging, samples, seed, train_ids)
+        written = sorted(path.relative_to(staging).as_posix() for path in staging.rglob("*") if path.is_file())
+        for name in previous:
+            (out / name).unlink(missing_ok=True)
+        for name in written:
+            (out / name).parent.mkdir(parents=True, exist_ok=True)
+            os.replace(staging / name, out / name)
+        (out / MARKER).write_text("\n".join([MARKER_HEADER, *written]) + "\n", encoding="utf-8")
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return out / root.relative_to(staging)
+
+
+def fixture_files(out: Path) -> set[str]:
+    """The files (relative, posix) a previous `write_fixture_tree` wrote into `out`, its marker
+    included; empty when `out` holds no marker."""
+    marker = out / MARKER
+    if not marker.is_file():
+        return set()
+    lines = marker.read_text(encoding="utf-8").splitlines()
+    if not lines or lines[0] != MARKER_HEADER:
+        return set()
+    return {MARKER, *lines[1:]}
+
+
+def write_tree(layout: str, out: Path, samples: int, seed: int, train_ids: bool) -> Path:
     """Write a small tree in `layout` (one of LAYOUTS) under `out`, `samples` per split (VOC + SBD:
     its fixed names); `train_ids`: also the converters' *_labelTrainIds.png (Cityscapes, COCO-Stuff).
     Returns the folder a config's `root` points at (voc_sbd: the folder holding VOCdevkit/ and
