@@ -274,3 +274,52 @@ def test_no_package_folder_is_a_grab_bag():
         if folder.is_dir() and folder.name != "__pycache__":
             modules = [p for p in folder.glob("*.py") if p.name != "__init__.py"]
             assert len(modules) <= 15, f"{folder.relative_to(ROOT)} holds {len(modules)} modules"
+
+
+def _type_checking_lines(tree: ast.AST) -> set[int]:
+    """Lines of the imports under `if TYPE_CHECKING:`, which run only for a type checker."""
+    lines = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and ast.unparse(node.test).endswith("TYPE_CHECKING"):
+            lines |= {inner.lineno for block in node.body for inner in ast.walk(block)
+                      if isinstance(inner, (ast.Import, ast.ImportFrom))}
+    return lines
+
+
+def _module_of(name: str) -> str | None:
+    """The framework module (dotted) a dotted name is, or None when it is no module's file."""
+    path = ROOT.joinpath(*name.split("."))
+    if path.with_suffix(".py").is_file() or (path / "__init__.py").is_file():
+        return name
+    return None
+
+
+def module_import_graph() -> dict[str, set[str]]:
+    """{module: modules it imports} over framework/, lazy imports in functions included and the
+    type-only ones (`if TYPE_CHECKING:`) left out; `from a.b import c` is an edge to a.b.c where
+    c is a module, else to a.b."""
+    graph: dict[str, set[str]] = {}
+    for path in sorted((ROOT / "framework").rglob("*.py")):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        module = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        tree = ast.parse(path.read_text(), str(path))
+        type_only = _type_checking_lines(tree)
+        targets = set()
+        for node in ast.walk(tree):
+            if node.lineno in type_only if hasattr(node, "lineno") else True:
+                continue
+            if isinstance(node, ast.Import):
+                targets |= {alias.name for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                targets |= {_module_of(f"{node.module}.{alias.name}") or node.module for alias in node.names}
+        graph[module] = {target for target in targets if target.startswith("framework") and _module_of(target)
+                         and target != module}
+    return graph
+
+
+def test_no_module_imports_itself_through_others():
+    """No circle of imports between framework's modules (issue 65): a circle means neither side can
+    be read, tested or moved without the other. Type-only imports (`if TYPE_CHECKING:`, e.g. a
+    hook's `Trainer` annotation) are not imports at run time and are left out. A package's
+    `__init__` re-exporting its modules is an edge like any other."""
+    assert cycle_in(module_import_graph()) == []

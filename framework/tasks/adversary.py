@@ -32,9 +32,9 @@ import torch
 from torch import nn
 
 from framework.losses.gan import AdversarialLoss, adversarial_loss, gradient_penalty, sample_verdicts
-from framework.tasks.base import Counter, frozen, total_loss
 from framework.tasks.discriminator_step import LazyR1, d_diagnostics, d_input_pair, judge_fake_for_generator
 from framework.tasks.gan_health import GANHealth
+from framework.tasks.parts import Counter, frozen, total_loss
 
 
 def check_weight(key: str, value: float) -> float:

@@ -40,15 +40,15 @@ A task never calls backward, zero_grad or an optimizer's step: `optim.update(los
 
 from __future__ import annotations
 
-from contextlib import contextmanager, nullcontext
+from contextlib import nullcontext
 from typing import ClassVar, Protocol
 
 import torch
 from torch import nn
 
-from framework.dist import unwrap
 from framework.errors import ConfigError
 from framework.tasks import derived
+from framework.tasks.parts import Counter, frozen, total_loss  # noqa: F401 (imported from here too)
 
 
 class UpdatesNetworks(Protocol):
@@ -134,15 +134,6 @@ class Task(nn.Module):
                 if any(p.requires_grad for p in module.parameters())}
 
 
-def total_loss(terms: dict[str, torch.Tensor]) -> torch.Tensor:
-    """The sum of the loss terms (not `sum()`, whose start value 0 costs an addition per step)."""
-    values = iter(terms.values())
-    loss = next(values)
-    for value in values:
-        loss = loss + value
-    return loss
-
-
 def update_with(optim: UpdatesNetworks, name: str, terms: dict[str, torch.Tensor], total_key: str) -> dict:
     """Update optimizer `name` from the sum of `terms` -> the logs: the sum as `total_key` and each
     term, detached (a GAN's generator step, whatever its terms)."""
@@ -167,52 +158,6 @@ def average_logs(logs: list[dict]) -> dict:
 def micro_step(optim: UpdatesNetworks, index: int, total: int):
     """Micro-batch `index` of `total` (`optim.micro_step`); nothing to enter for a lone batch."""
     return optim.micro_step(index, total) if total > 1 else nullcontext()
-
-
-@contextmanager
-def frozen(module: nn.Module):
-    """Use a network without training it: yields the unwrapped network with requires_grad off.
-
-    A GAN's generator step runs the discriminator this way, so D's parameters collect no
-    gradients and D's DDP wrapper (whose gradient hooks expect every parameter) is bypassed.
-    """
-    network = unwrap(module)
-    flags = [(p, p.requires_grad) for p in network.parameters()]
-    for p, _ in flags:
-        p.requires_grad_(False)
-    try:
-        yield network
-    finally:
-        for p, flag in flags:
-            p.requires_grad_(flag)
-
-
-class Counter(nn.Module):
-    """A count that training reads and bumps every step as a python int (no device read per step)
-    and that is checkpointed as an int64 buffer `count`, written when saved and read back when loaded:
-    the one way the GAN parts keep their step counts (D steps, EMA updates)."""
-
-    def __init__(self):
-        super().__init__()
-        self.register_buffer("count", torch.zeros((), dtype=torch.int64))
-        self._value = 0
-        self.register_load_state_dict_post_hook(_read_count)
-
-    @property
-    def value(self) -> int:
-        return self._value
-
-    def increment(self) -> int:
-        self._value += 1
-        return self._value
-
-    def _save_to_state_dict(self, destination, prefix, keep_vars):
-        self.count.fill_(self._value)  # the buffer follows the python count when saved, not per step
-        super()._save_to_state_dict(destination, prefix, keep_vars)
-
-
-def _read_count(counter: Counter, _) -> None:
-    counter._value = int(counter.count)
 
 
 def _upgrade_on_load(module: Task, state: dict, prefix: str, *_) -> None:

@@ -37,6 +37,7 @@ from framework.dist import unwrap
 from framework.errors import ConfigError
 from framework.inference.generator import GeneratorPredictor, to_unit
 from framework.losses.gan import sample_verdicts
+from framework.tasks.adversary import Adversary
 from framework.visualization.panels import side_by_side, stack_rows, write_named_pngs
 
 logger = logging.getLogger(__name__)
@@ -47,8 +48,6 @@ _WARNED_NO_SAMPLES: set[str] = set()  # task classes already told (once per proc
 
 def adversaries_of(task: nn.Module) -> list[nn.Module]:
     """The task's Adversary parts, in the order they were assigned."""
-    from framework.tasks.adversary import Adversary  # adversary.py imports tasks/base.py, which imports this
-
     return [module for module in task.modules() if isinstance(module, Adversary)]
 
 

@@ -19,7 +19,7 @@ import torch
 from torch import nn
 
 from framework.dist import unwrap
-from framework.tasks.base import Counter
+from framework.tasks.parts import Counter
 
 
 @torch.no_grad()

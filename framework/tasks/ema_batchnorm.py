@@ -44,6 +44,8 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
+from framework.dist import unwrap
+
 BATCHES = 50  # OASIS runs 51 forward passes (`num_upd > 50`)
 
 
@@ -115,7 +117,15 @@ class ReestimatedEMAState:
     """A task mix-in (before GeneratorTask in its bases) for a task with `ema` and `ema_batchnorm`:
     its `state_dict` holds the EMA generator with re-estimated statistics, as evaluation and export
     use it (the task's `generator_for` refreshes them), and the remembered batches are each
-    process's own state in the checkpoint (`rank_state_dict`)."""
+    process's own state in the checkpoint (`rank_state_dict`). Its `generator_for` is the one-generator
+    lookup both GAN and semantic-synthesis tasks use: the EMA copy (statistics refreshed) where kept."""
+
+    def generator_for(self, direction: str | None = None) -> nn.Module:
+        self.check_direction(direction)
+        if self.ema is None:
+            return unwrap(self.generator)
+        self.ema_batchnorm.refresh(self.ema["generator"], self.refresh_pass, self.ema.updates.value)
+        return self.ema["generator"]
 
     def state_dict(self, *args, **kwargs):
         if self.ema is not None:

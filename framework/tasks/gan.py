@@ -51,7 +51,7 @@ from framework.tasks.derived import judged
 from framework.tasks.discriminator_step import d_input_pair
 from framework.tasks.ema import EMA
 from framework.tasks.ema_batchnorm import BATCHES, EMABatchNorm, ReestimatedEMAState, check_batches
-from framework.tasks.replay import random_state, replaying
+from framework.tasks.parts import random_state, replaying
 from framework.visualization.panels import side_by_side, stack_rows, write_named_pngs
 
 
@@ -205,13 +205,6 @@ class GANTask(ReestimatedEMAState, GeneratorTask):
         if self.conditional:
             return condition
         return torch.randn(batch_size, self.latent_dim, 1, 1, device=device)
-
-    def generator_for(self, direction: str | None = None) -> nn.Module:
-        self.check_direction(direction)
-        if self.ema is None:
-            return unwrap(self.generator)
-        self.ema_batchnorm.refresh(self.ema["generator"], self.refresh_pass, self.ema.updates.value)
-        return self.ema["generator"]
 
     def verdict(self, condition: torch.Tensor, fake: torch.Tensor, direction: str | None = None) -> torch.Tensor:
         """The discriminator on what it sees in training: the input and the output side by side."""

@@ -51,7 +51,7 @@ from framework.tasks.base import GeneratorTask, average_logs, micro_step, update
 from framework.tasks.ema import EMA
 from framework.tasks.ema_batchnorm import BATCHES, EMABatchNorm, ReestimatedEMAState, check_batches
 from framework.tasks.labels_to_image import LabelsToImage
-from framework.tasks.replay import random_state, replaying
+from framework.tasks.parts import random_state, replaying
 from framework.tasks.synthesis_options import check_networks, check_options
 from framework.visualization.palette import colorize, default_palette
 from framework.visualization.panels import side_by_side, stack_rows, write_named_pngs
@@ -226,13 +226,6 @@ class SemanticSynthesisTask(ReestimatedEMAState, GeneratorTask):
         return update_with(optim, "generator", terms, "loss_g")
 
     # ------------------------------------------------------------------ the GeneratorTask interface
-
-    def generator_for(self, direction: str | None = None) -> nn.Module:
-        self.check_direction(direction)
-        if self.ema is None:
-            return unwrap(self.generator)
-        self.ema_batchnorm.refresh(self.ema["generator"], self.refresh_pass, self.ema.updates.value)
-        return self.ema["generator"]
 
     def refresh_pass(self, labels: torch.Tensor, draw: torch.Generator) -> None:
         noise = None if self.noise_shape is None else torch.randn(labels.shape[0], *self.noise_shape, generator=draw)
