@@ -3,6 +3,7 @@
 
 import importlib.util
 import json
+import re
 import subprocess
 import sys
 from html.parser import HTMLParser
@@ -147,3 +148,33 @@ def test_troubleshooting_quotes_the_config_errors_as_the_tools_print_them(tmp_pa
     assert result.returncode == 2
     line = result.stderr.strip().splitlines()[0].replace(str(config), "cfg.yaml")
     assert f"`{line}`" in (DOCS / "troubleshooting.md").read_text(), line
+
+
+def test_the_reading_map_names_ten_files_that_hold_what_it_says():
+    """docs/architecture.md's reading map (what the README promises instead of "an afternoon"): at
+    most ten files, in the order a training step runs through them, each existing; the first name
+    a row puts in backticks is defined there (`Trainer.fit` as `def fit`), the others appear there."""
+    text = (REPO / "docs/architecture.md").read_text()
+    section = text.split("## Reading map", 1)[1].split("\n## ", 1)[0]
+    rows = [line.split("|")[1:4] for line in section.splitlines() if line.startswith("| ") and line[2].isdigit()]
+    assert 5 <= len(rows) <= 10
+    assert [int(number) for number, _, _ in rows] == list(range(1, len(rows) + 1))
+    for k, (_, file, role) in enumerate(rows):
+        path = REPO / file.strip().strip("`")
+        assert path.is_file(), file
+        source = path.read_text()
+        names = [name for name in re.findall(r"`([A-Za-z_][\w.]*)`", role) if "/" not in name]
+        assert names or k == 0, f"{file}: its row names nothing it defines"
+        for position, name in enumerate(names):
+            last = name.split(".")[-1]
+            pattern = rf"(def|class) {last}\b" if position == 0 else rf"\b{last}\b"
+            assert re.search(pattern, source), f"{file}: no {name}"
+
+
+def test_every_test_file_is_in_the_tests_readme_table_once():
+    """tests/README.md tells a newcomer which file guards what: every tests/test_*.py is in its
+    table exactly once, and it names no file that is gone."""
+    table = (REPO / "tests/README.md").read_text()
+    listed = re.findall(r"`(test_\w+\.py)`", table)
+    present = sorted(path.name for path in (REPO / "tests").glob("test_*.py"))
+    assert sorted(set(listed)) == present and len(listed) == len(set(listed))
