@@ -22,7 +22,6 @@ from typing import Any
 import cv2
 import numpy as np
 from PIL import Image
-from pydantic import StrictBool
 
 from framework.data.transforms import import_albumentations
 from framework.errors import ConfigError
@@ -41,11 +40,13 @@ class Resize(A.Resize):
     """albumentations' Resize with `antialias` (default true): PIL's resize (see the module)."""
 
     class InitSchema(A.Resize.InitSchema):
-        antialias: StrictBool
+        antialias: Any  # checked in __init__, for a one-line error (pydantic's spans four)
 
     def __init__(self, height: int, width: int, interpolation: int = cv2.INTER_LINEAR,
                  mask_interpolation: int = cv2.INTER_NEAREST, area_for_downscale: Any = None,
                  antialias: bool = True, p: float = 1):
+        if not isinstance(antialias, bool):
+            raise ValueError(f"antialias: expected true or false, got {antialias!r}")
         super().__init__(height, width, interpolation=interpolation, mask_interpolation=mask_interpolation,
                          area_for_downscale=area_for_downscale, p=p)
         self.antialias = antialias
