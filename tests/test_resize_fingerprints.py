@@ -75,7 +75,8 @@ def test_label_maps_take_the_pixels_pil_nearest_takes(case):
 
 
 @pytest.mark.parametrize("interpolation, pil_filter", [(0, Image.NEAREST), (1, Image.BILINEAR), (2, Image.BICUBIC),
-                                                       (3, Image.BOX), (4, Image.LANCZOS)])
+                                                       (3, Image.BOX), (4, Image.LANCZOS)],
+                         ids=["nearest", "bilinear", "bicubic", "area-box", "lanczos"])
 @pytest.mark.parametrize("size", [(37, 61), (97, 131)], ids=["down", "up"])
 def test_each_interpolation_is_the_pil_filter_of_its_name(interpolation, pil_filter, size):
     image = noise(60, 90)
