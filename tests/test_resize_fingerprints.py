@@ -84,6 +84,15 @@ def test_each_interpolation_is_the_pil_filter_of_its_name(interpolation, pil_fil
     np.testing.assert_array_equal(out(image=image)["image"], pil_resize(image, *size, pil_filter))
 
 
+
+def test_area_for_downscale_takes_pils_box_filter_on_downscale_only():
+    image = noise(60, 90)
+    node = {"type": "Resize", "interpolation": 2, "area_for_downscale": "image"}
+    down = build_pipeline([{**node, "height": 37, "width": 61}])(image=image)["image"]
+    up = build_pipeline([{**node, "height": 97, "width": 131}])(image=image)["image"]
+    np.testing.assert_array_equal(down, pil_resize(image, 37, 61, Image.BOX))
+    np.testing.assert_array_equal(up, pil_resize(image, 97, 131, Image.BICUBIC))
+
 def test_other_dtypes_and_channel_counts_resize_band_by_band_as_pil():
     image = noise(60, 90)
     resize = build_pipeline([{"type": "Resize", "height": 37, "width": 61, "interpolation": 2}])
