@@ -31,9 +31,14 @@ def pil_resize(array: np.ndarray, height: int, width: int, pil_filter: int) -> n
     return np.asarray(Image.fromarray(array).resize((width, height), pil_filter))
 
 
+@lru_cache(maxsize=1)
+def resolved(config: str) -> dict:
+    return to_plain(load_config(str(REPO / config)))
+
+
 def resize_node(config: str, split: str) -> dict:
     """The Resize node that opens the resolved config's `split` pipeline."""
-    node = to_plain(load_config(str(REPO / config)))["data"][split]["dataset"]["pipeline"][0]
+    node = resolved(config)["data"][split]["dataset"]["pipeline"][0]
     assert node["type"] == "Resize", f"{config}: data.{split} pipeline starts with {node}"
     return node
 
