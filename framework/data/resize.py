@@ -12,7 +12,8 @@ torchvision's Resize does on PIL images and as the official SPADE, OASIS, pix2pi
 pix2pix/CycleGAN loaders do. Masks (and `masks`, e.g. instance ids) with a nearest
 `mask_interpolation` take the pixels PIL NEAREST takes, for any dtype; another
 `mask_interpolation` filters them like images. antialias false: albumentations' Resize (OpenCV,
-no filtering on downscale, nearest masks sampled at floor(i * scale), half a pixel off the image).
+no filtering on downscale, nearest masks sampled at floor(i * scale): each new pixel's corner,
+not its centre, half a new pixel off the image at 4x).
 """
 
 from __future__ import annotations
