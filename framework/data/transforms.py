@@ -6,6 +6,9 @@ config writes them as nodes with albumentations' own keywords:
     pipeline:
       - {type: RandomCrop, height: 48, width: 48}
       - {type: OneOf, transforms: [{type: HorizontalFlip}, {type: VerticalFlip}], p: 0.8}
+
+One exception: `Resize` is the project's subclass (framework/data/resize.py), which resizes as PIL
+does (filtered on downscale, label maps on PIL NEAREST's grid) unless `antialias: false`.
 """
 
 from __future__ import annotations
@@ -36,13 +39,16 @@ def _register_albumentations() -> None:
     from albumentations.core.composition import BaseCompose
     from albumentations.pytorch import ToTensorV2
 
+    from framework.data.resize import Resize
+
+    own = {"Resize": Resize}  # in albumentations' place, with its keywords (framework/data/resize.py)
     for name, obj in vars(A).items():
         if (
             inspect.isclass(obj)
             and issubclass(obj, (A.BasicTransform, BaseCompose))
             and name not in _ABSTRACT_BASES
         ):
-            TRANSFORMS.add(obj, name)
+            TRANSFORMS.add(own.get(name, obj), name)
     if "ToTensorV2" not in TRANSFORMS:  # not exported at top level by every version
         TRANSFORMS.add(ToTensorV2, "ToTensorV2")
 
