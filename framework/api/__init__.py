@@ -17,6 +17,7 @@ read, and `import framework` stays cheap.
 from __future__ import annotations
 
 import importlib
+import re
 from pathlib import Path
 
 __all__ = ["Model", "load", "train", "evaluate"]
@@ -31,6 +32,7 @@ def load(path, device=None, config=None, num_classes: int | None = None):
     from framework.api.card import final_metrics
     from framework.api.folder import check_class_count, hub_cache_folder, is_model_folder, read_model_folder
     from framework.api.model import Model
+    from framework.checkpoint.files import load_checkpoint
     from framework.checkpoint.run_folder import BEST, read_latest
     from framework.engine.build import select_device
     from framework.engine.trained import load_trained_task
@@ -41,6 +43,8 @@ def load(path, device=None, config=None, num_classes: int | None = None):
     device = select_device(str(device) if device is not None else "auto")
     path = path_argument("path", path, want="any")  # a str or os.PathLike; what it names is looked at below
     if not path.exists():
+        if not re.fullmatch(r"[\w.-]+/[\w.-]+", str(path)):  # no Hub name ("user/name") either
+            raise ConfigError(f"path: {path}: no such file or folder")
         path = hub_cache_folder(str(path))
     run_dir = None
     model_folder = path.is_dir() and is_model_folder(path)
@@ -62,6 +66,7 @@ def load(path, device=None, config=None, num_classes: int | None = None):
             run_dir, checkpoint = path.parent.parent, path  # <run>/checkpoints/<name>.pth
         config = config if config is not None else run_dir / "config.yaml"
         if not config.is_file():
+            load_checkpoint(checkpoint)  # a file that is no checkpoint is refused as one first
             raise CheckpointError(f"{path}: no config.yaml in its run folder {run_dir}; pass load(..., config=FILE)")
         task, plain = load_trained_task(str(config), str(checkpoint), (), device)
         metrics = final_metrics(run_dir)

@@ -96,9 +96,11 @@ def pixels(array: np.ndarray, channels: int, what: str) -> np.ndarray:
         raise ConfigError(f"{what}: pixels of type {array.dtype}; expected uint8 (0..255), uint16 (0..65535) "
                           "or floats on the 0..255 scale")
     if array.dtype.kind == "f" and scaled.size:
+        if not np.isfinite(scaled).all():
+            raise ConfigError(f"{what}: float values include NaN or infinity")
         low, high = float(scaled.min()), float(scaled.max())
-        if not np.isfinite(scaled).all() or low < 0 or high > 255:
-            raise ConfigError(f"{what}: float values {low:g}..{high:g} (or NaN); floats are read on the 0..255 scale")
+        if low < 0 or high > 255:
+            raise ConfigError(f"{what}: float values {low:g}..{high:g}; floats are read on the 0..255 scale")
         if 0 < high <= 1:
             raise ConfigError(f"{what}: float values within 0..1; images are read on the 0..255 scale (as uint8): "
                               "give (image * 255).round().astype(np.uint8)")

@@ -178,14 +178,22 @@ class Model:
         by its name, default the file name or the index), or nothing (`num` images from `seed`; or
         the given `noise`, N x latent x 1 x 1). An argument this kind of model does not use is
         refused, as tools/infer.py refuses the option."""
+        return self._generate(conditions, noise, samples, seed, num, names, direction, batch_size, amp, "conditions")
+
+    def translate(self, images, direction: str | None = None, batch_size: int = DEFAULT_BATCH, amp: bool = False):
+        """Images translated by the generator of `direction` (CycleGAN: "AtoB" or "BtoA")."""
+        return self._generate(images, None, None, None, None, None, direction, batch_size, amp, "images")
+
+    def _generate(self, conditions, noise, samples, seed, num, names, direction, batch_size, amp, what: str):
+        """generate(), its inputs named `what` in a refusal (translate's are `images`)."""
         predictor = self.generator(direction)
         kind = self.task.conditioning
         name = type(self.task).__name__
         if kind == "noise" and conditions is not None:
-            raise ConfigError(f"conditions: {name} generates from noise; it takes no conditions")
+            raise ConfigError(f"{what}: {name} generates from noise; it takes no {what}")
         if kind != "noise" and conditions is None:
-            raise ConfigError(f"conditions: {name} needs conditions ({kind} inputs)")
-        items, single = ([], False) if kind == "noise" else listed(conditions, "conditions", 2 if kind == "labels" else 3)
+            raise ConfigError(f"{what}: {name} needs {what} ({kind} inputs)")
+        items, single = ([], False) if kind == "noise" else listed(conditions, what, 2 if kind == "labels" else 3)
         given = {"seed": seed, "num": num, "samples": samples, "batch_size": batch_size, "amp": amp,
                  "direction": direction, "noise": noise, "names": names}
         used = generate_arguments(self, kind, given, None if kind == "noise" else len(items))
@@ -202,15 +210,11 @@ class Model:
             results = self._synthesize(items, single, used, batch_size, amp)
         else:
             def read(entry):
-                return as_image(entry[1], 3, item_name("conditions", entry[0], single))
+                return as_image(entry[1], 3, item_name(what, entry[0], single))
 
             results = [to_uint8(image) for batch in same_size_batches(list(enumerate(items)), batch_size, read)
                        for image in self.translate_batch(predictor, [array for _, array in batch], amp)]
         return results[0] if single else results
-
-    def translate(self, images, direction: str | None = None, batch_size: int = DEFAULT_BATCH, amp: bool = False):
-        """Images translated by the generator of `direction` (CycleGAN: "AtoB" or "BtoA")."""
-        return self.generate(images, direction=direction, batch_size=batch_size, amp=amp)
 
     def _synthesize(self, items: list, single: bool, used: dict, batch_size: int, amp: bool) -> list:
         keys = used["names"] or [Path(item).stem if isinstance(item, (str, Path)) else str(i)
