@@ -2,8 +2,9 @@
 folder or a Hub name in the local cache) as a `Model` that predicts or generates; `train` and
 `evaluate` runs as tools/train.py and tools/test.py do. Re-exported as `framework.load`, ...
 
-Owns: `Model` and the batch functions tools/infer.py shares with it (`model.py`), reading inputs
-and grouping them into same-size batches (`batches.py`), saliency maps of a list of images
+Owns: `Model` and the batch functions tools/infer.py shares with it (`model.py`), the rules its
+arguments and infer.py's options are checked by (`arguments.py`), reading inputs (the pixel
+scale of an array) and grouping them into same-size batches (`batches.py`), saliency maps of a list of images
 (`saliency.py`), each kind's run over files, the body of tools/infer.py (`file_runs.py`), model
 folders and the Hub (`folder.py`), the model card (`card.py`), training and evaluation runs
 (`runs.py`, the body of tools/train.py and tools/test.py).
