@@ -37,16 +37,15 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from framework.api.arguments import checked, option
 from framework.api.file_runs import DEFAULTS, SEGMENTATION_OPTIONS, file_run
 from framework.api.model import Model
-from framework.config.rules import integer, number
-from framework.config.schema import SEED_MAX
 from framework.data.folder import list_inputs
 from framework.engine.build import select_device
 from framework.engine.trained import load_trained_task
 from framework.errors import ConfigError
 from framework.inference.result_files import distinct_inputs
-from framework.runtime.cli import check_options, run
+from framework.runtime.cli import run
 from framework.runtime.overwrite import refuse_writing_over_inputs
 
 # Given to the kind's run as they were given (None: not given), so it can refuse those it does not use.
@@ -89,11 +88,9 @@ def parse_args() -> argparse.ArgumentParser:
 
 def check_infer_options(args: argparse.Namespace) -> None:
     """Refuse option values no run can use, before the model is loaded."""
-    check_options({"--batch-size": (args.batch_size, integer(1)), "--tile-batch": (args.tile_batch, integer(1)),
-                   "--crop": (args.crop, integer(1)), "--stride": (args.stride, integer(1)),
-                   "--scales": (args.scales, number(above=0, finite=True)), "--num": (args.num, integer(1)),
-                   "--samples": (args.samples, integer(1)), "--smoothgrad": (args.smoothgrad, integer(1)),
-                   "--seed": (args.seed, integer(0, max=SEED_MAX))})
+    # the rules the Python API checks its arguments by (framework/api/arguments.py), in the options' spelling
+    checked({key: getattr(args, key) for key in ("batch_size", "tile_batch", "crop", "stride", "scales", "num",
+                                                 "samples", "smoothgrad", "seed")}, spell=option)
     if args.smoothgrad is not None and args.saliency is None:
         raise ConfigError("--smoothgrad: smooths a saliency map; give --saliency TARGET with it")
 

@@ -42,12 +42,14 @@ DEFAULTS = {"num": 16, "seed": 0, "samples": 1}
 
 class FileRun:
     """One kind's run over files. `options`: tools/infer.py's values by attribute name (None: not
-    given); `batch_size` and `amp` always given."""
+    given); `batch_size` and `amp` always given. `spelling`: {attribute: the name a message gives
+    it}, else the option's (`--num`): `Model.generate` runs the same refusals in its own names."""
 
     takes_input = True
 
-    def __init__(self, model, options: dict):
+    def __init__(self, model, options: dict, spelling: dict | None = None):
         self.model, self.options = model, dict(options)
+        self.spelling = spelling
         self.name = type(model.task).__name__
         self.prepare()
         self.refuse_unused()
@@ -60,8 +62,14 @@ class FileRun:
         found = self.options.get(key)
         return DEFAULTS[key] if found is None else found
 
+    def spell(self, key: str) -> str:
+        """How a message names option `key`: --num for tools/infer.py, num for the Python API."""
+        if self.spelling is None:
+            return "--" + key.replace("_", "-")
+        return self.spelling.get(key, key)
+
     def given(self, group: dict[str, str], allowed=()) -> str:
-        return ", ".join(option for option, key in group.items()
+        return ", ".join(self.spell(key) for option, key in group.items()
                          if self.options.get(key) is not None and option not in allowed)
 
     def prepare(self) -> None:
@@ -72,7 +80,8 @@ class FileRun:
 
     def refuse_samples(self) -> None:
         if self.options.get("samples") is not None:
-            raise ConfigError(f"--samples: {self.name} does not draw images from label maps; --samples is for "
+            samples = self.spell("samples")
+            raise ConfigError(f"{samples}: {self.name} does not draw images from label maps; {samples} is for "
                               "semantic synthesis (SemanticSynthesisTask)")
 
     def refuse_segmentation_options(self) -> None:
@@ -174,9 +183,11 @@ class ImageFiles(GeneratorFiles):
         super().refuse_unused()
         unused = self.given(NOISE_OPTIONS, allowed=self.seed_is_used())
         if unused:
-            raise ConfigError(f"{unused}: {self.name} translates --input images (conditioning: "
-                              f"{self.model.task.conditioning}); --num and --seed are for a GAN that generates from "
-                              "noise (DCGAN) (--seed also seeds --smoothgrad)")
+            num, seed, source = self.spell("num"), self.spell("seed"), self.spell("input")
+            also = f" ({seed} also seeds {self.spell('smoothgrad')})" if self.spelling is None else ""
+            raise ConfigError(f"{unused}: {self.name} translates {source} images (conditioning: "
+                              f"{self.model.task.conditioning}); {num} and {seed} are for a GAN that generates from "
+                              f"noise (DCGAN){also}")
 
     def results(self, output: Path, path: Path) -> list[Path]:
         return [translation_file(output, path)]
@@ -195,8 +206,9 @@ class LabelMapFiles(GeneratorFiles):
     def refuse_unused(self) -> None:
         super().refuse_unused()
         if self.options.get("num") is not None:
-            raise ConfigError(f"--num: {self.name} draws --samples images from each --input label map; --num is for "
-                              "a GAN that generates from noise alone (DCGAN)")
+            num = self.spell("num")
+            raise ConfigError(f"{num}: {self.name} draws {self.spell('samples')} images from each {self.spell('input')} "
+                              f"label map; {num} is for a GAN that generates from noise alone (DCGAN)")
 
     def refuse_samples(self) -> None:
         """Label maps are what --samples is for."""
@@ -227,7 +239,8 @@ class NoiseFiles(GeneratorFiles):
     def refuse_unused(self) -> None:
         super().refuse_unused()
         if self.options.get("input"):
-            raise ConfigError(f"--input: {self.name} generates from noise (--num, --seed); it takes no input images")
+            raise ConfigError(f"{self.spell('input')}: {self.name} generates from noise ({self.spell('num')}, "
+                              f"{self.spell('seed')}); it takes no input images")
 
     def total(self, paths: list[Path]) -> int:
         return self.value("num")
@@ -249,6 +262,7 @@ class NoiseFiles(GeneratorFiles):
 RUNS = {"image": ImageFiles, "unpaired": ImageFiles, "labels": LabelMapFiles, "noise": NoiseFiles}
 
 
-def file_run(model, options: dict) -> FileRun:
+def file_run(model, options: dict, spelling: dict | None = None) -> FileRun:
     """The run of `model`'s kind: a segmenter's, or that of what its generator is conditioned on."""
-    return RUNS[model.task.conditioning](model, options) if model.is_generator else SegmentationFiles(model, options)
+    kind = RUNS[model.task.conditioning] if model.is_generator else SegmentationFiles
+    return kind(model, options, spelling)

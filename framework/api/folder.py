@@ -98,7 +98,7 @@ def is_model_folder(folder: Path) -> bool:
 
 def read_model_folder(folder: Path, device: torch.device):
     """(task with the folder's weights, resolved config, the run's metrics the folder records)."""
-    from safetensors import safe_open
+    from safetensors import SafetensorError, safe_open
 
     from framework.engine.trained import load_trained_task
 
@@ -107,9 +107,14 @@ def read_model_folder(folder: Path, device: torch.device):
             raise CheckpointError(f"{folder}: not a model folder, it has no {name} (save_pretrained writes "
                                   f"{CONFIG}, {WEIGHTS} and {CARD}; a run folder holds checkpoints/)")
     task, plain = load_trained_task(str(folder / CONFIG), None, (), device)
-    with safe_open(str(folder / WEIGHTS), framework="pt") as weights:
-        state = {key: weights.get_tensor(key) for key in weights.keys()}  # noqa: SIM118 (not a dict)
-        metadata = weights.metadata() or {}
+    try:
+        with safe_open(str(folder / WEIGHTS), framework="pt") as weights:
+            state = {key: weights.get_tensor(key) for key in weights.keys()}  # noqa: SIM118 (not a dict)
+            metadata = weights.metadata() or {}
+    except (SafetensorError, OSError, ValueError) as err:  # a truncated or foreign file: one line naming it
+        cause = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise CheckpointError(f"{folder / WEIGHTS}: cannot read the weights, the file is truncated or not a "
+                              f"safetensors file ({cause})") from err
     load_prediction_weights(task, state, folder / WEIGHTS)
     return task, plain, json.loads(metadata.get("metrics", "{}"))
 
@@ -170,6 +175,8 @@ def hub_cache_folder(name: str) -> Path:
 
 def push_to_hub(model, repo: str, **kwargs) -> str:
     """Write the model folder to a temporary folder and upload it to Hub repo `repo` (created if needed)."""
+    if not isinstance(repo, str) or repo.count("/") != 1 or not all(repo.split("/")):
+        raise ConfigError(f"repo: expected a Hub repository name 'user/name', got {repo!r}"[:200])
     hub = hub_module("push_to_hub")
     with tempfile.TemporaryDirectory() as tmp:
         save_model_folder(model, Path(tmp))

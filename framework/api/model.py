@@ -13,7 +13,16 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from framework.api.batches import DEFAULT_BATCH, as_image, autocast, listed, same_size_batches
+from framework.api.arguments import checked, generate_arguments
+from framework.api.batches import (
+    DEFAULT_BATCH,
+    as_image,
+    as_label_map,
+    autocast,
+    item_name,
+    listed,
+    same_size_batches,
+)
 from framework.errors import ConfigError
 from framework.inference.arrays import to_tensor, to_uint8
 from framework.inference.noise import item_noise
@@ -59,7 +68,12 @@ class Model:
         that is no class, white: as the tools' panels show them)."""
         from framework.visualization.palette import colorize
 
-        colours = colorize(torch.as_tensor(np.asarray(mask)).long(), self.task.palette.cpu(),
+        if getattr(self.task, "palette", None) is None:
+            raise ConfigError(f"colorize: {type(self.task).__name__} has no classes to colour")
+        if not isinstance(mask, np.ndarray) or mask.ndim != 2 or mask.dtype.kind not in "iu":
+            raise ConfigError(f"mask: expected an H x W integer array of class ids, got "
+                              f"{getattr(mask, 'dtype', type(mask).__name__)} {getattr(mask, 'shape', '')}".rstrip())
+        colours = colorize(torch.as_tensor(mask).long(), self.task.palette.cpu(),
                            getattr(self.task, "ignore_index", None))
         return colours.movedim(-3, -1).numpy()
 
@@ -87,10 +101,17 @@ class Model:
         """Class-id maps (H x W int64 numpy) of one image or a list (paths, PIL images, H x W x 3
         uint8 arrays; any sizes), with the config's `inference:` settings; with `probabilities`,
         (maps, C x H x W float32 probabilities)."""
-        items, single = listed(images)
+        flags = checked({"probabilities": probabilities, "amp": amp})
+        probabilities, amp = flags["probabilities"], flags["amp"]
         predictor = self.predictor()
+        items, single = listed(images)
+        numbered = list(enumerate(items))
+
+        def read(entry):
+            return as_image(entry[1], self.task.in_channels, item_name("images", entry[0], single))
+
         labels, probs = [], []
-        for batch in same_size_batches(items, batch_size, lambda item: as_image(item, self.task.in_channels)):
+        for batch in same_size_batches(numbered, batch_size, read):
             found, chances = self.segment_batch(predictor, [array for _, array in batch], amp, probabilities)
             labels += list(found.cpu().numpy())
             probs += [] if chances is None else list(chances.cpu().numpy())
@@ -133,67 +154,86 @@ class Model:
             return module(maps, noise)
 
     def check_labels(self, labels: np.ndarray, source: str) -> np.ndarray:
-        """A label map whose values are classes or the ignore index; else a ConfigError naming `source`."""
+        """An H x W integer map whose values are classes or the ignore index; else a ConfigError
+        naming `source`. (A float map is refused: class ids are whole numbers, and an H x W x 3
+        colour rendering of a map is not one.)"""
         task = self.task
-        wrong = np.unique(labels[(labels >= task.num_classes) & (labels != task.ignore_index)])
+        if labels.ndim != 2:
+            raise ConfigError(f"{source}: a label map is H x W class ids, got shape {tuple(labels.shape)} (a colour "
+                              "rendering holds colours, not class ids; several maps go in a list)")
+        if labels.dtype.kind not in "iu":
+            raise ConfigError(f"{source}: a label map holds integer class ids, got {labels.dtype} values")
+        outside = (labels < 0) | (labels >= task.num_classes)
+        wrong = np.unique(labels[outside & (labels != task.ignore_index)])
         if wrong.size:
             raise ConfigError(f"{source} holds label {int(wrong[0])}, not a class of this task "
                               f"(0..{task.num_classes - 1}, or {task.ignore_index} for don't-care)")
         return labels
 
-    def generate(self, conditions=None, noise=None, samples: int = 1, seed: int | None = None, num: int | None = None,
-                 names: list[str] | None = None, direction: str | None = None, batch_size: int = DEFAULT_BATCH,
-                 amp: bool = False):
+    def generate(self, conditions=None, noise=None, samples: int | None = None, seed: int | None = None,
+                 num: int | None = None, names: list[str] | None = None, direction: str | None = None,
+                 batch_size: int = DEFAULT_BATCH, amp: bool = False):
         """Images (H x W x 3 uint8) from what the generator takes: `conditions` images to translate
         (pix2pix, CycleGAN with `direction`), label maps (semantic synthesis: `samples` draws each,
-        a list per map when several; `names` key each map's noise as infer.py keys a file by its
-        name, default the file name or the index), or nothing (`num` images from `seed`; or the
-        given `noise`, N x latent x 1 x 1)."""
-        seed = 0 if seed is None else seed
-        predictor = self.generator(direction)
-        kind = self.task.conditioning
-        if kind == "noise":
-            if conditions is not None:
-                raise ConfigError(f"generate: {type(self.task).__name__} generates from noise; it takes no conditions")
-            if noise is not None:
-                with torch.no_grad():
-                    images = predictor.sample(torch.as_tensor(noise).float().to(self.device))
-                return [to_uint8(image) for image in images]
-            count = DEFAULT_NUM if num is None else num
-            return [to_uint8(image) for first in range(0, count, batch_size)
-                    for image in self.sample_batch(predictor, first, min(batch_size, count - first), seed, amp)]
-        if conditions is None:
-            raise ConfigError(f"generate: {type(self.task).__name__} needs conditions ({kind} inputs)")
-        items, single = listed(conditions, 2 if kind == "labels" else 3)
-        if kind == "labels":
-            results = self._synthesize(items, noise, samples, seed, names, batch_size, amp)
-        else:
-            results = [to_uint8(image) for batch in same_size_batches(items, batch_size, as_image)
-                       for image in self.translate_batch(predictor, [array for _, array in batch], amp)]
-        return results[0] if single else results
+        default 1, a list per map when several; `names` key each map's noise as infer.py keys a file
+        by its name, default the file name or the index), or nothing (`num` images from `seed`; or
+        the given `noise`, N x latent x 1 x 1). An argument this kind of model does not use is
+        refused, as tools/infer.py refuses the option."""
+        return self._generate(conditions, noise, samples, seed, num, names, direction, batch_size, amp, "conditions")
 
     def translate(self, images, direction: str | None = None, batch_size: int = DEFAULT_BATCH, amp: bool = False):
         """Images translated by the generator of `direction` (CycleGAN: "AtoB" or "BtoA")."""
-        return self.generate(images, direction=direction, batch_size=batch_size, amp=amp)
+        return self._generate(images, None, None, None, None, None, direction, batch_size, amp, "images")
 
-    def _synthesize(self, items: list, noise, samples: int, seed: int, names, batch_size: int, amp: bool) -> list:
-        from framework.data.folder import read_index_mask
+    def _generate(self, conditions, noise, samples, seed, num, names, direction, batch_size, amp, what: str):
+        """generate(), its inputs named `what` in a refusal (translate's are `images`)."""
+        predictor = self.generator(direction)
+        kind = self.task.conditioning
+        name = type(self.task).__name__
+        if kind == "noise" and conditions is not None:
+            raise ConfigError(f"{what}: {name} generates from noise; it takes no {what}")
+        if kind != "noise" and conditions is None:
+            raise ConfigError(f"{what}: {name} needs {what} ({kind} inputs)")
+        items, single = ([], False) if kind == "noise" else listed(conditions, what, 2 if kind == "labels" else 3)
+        given = {"seed": seed, "num": num, "samples": samples, "batch_size": batch_size, "amp": amp,
+                 "direction": direction, "noise": noise, "names": names}
+        used = generate_arguments(self, kind, given, None if kind == "noise" else len(items))
+        batch_size, amp = used["batch_size"], used["amp"]
+        if kind == "noise":
+            if used["noise"] is not None:
+                with torch.no_grad():
+                    images = predictor.sample(used["noise"].to(self.device))
+                return [to_uint8(image) for image in images]
+            count = DEFAULT_NUM if used["num"] is None else used["num"]
+            return [to_uint8(image) for first in range(0, count, batch_size)
+                    for image in self.sample_batch(predictor, first, min(batch_size, count - first), used["seed"], amp)]
+        if kind == "labels":
+            results = self._synthesize(items, single, used, batch_size, amp)
+        else:
+            def read(entry):
+                return as_image(entry[1], 3, item_name(what, entry[0], single))
 
-        keys = names or [Path(item).stem if isinstance(item, (str, Path)) else str(i) for i, item in enumerate(items)]
+            results = [to_uint8(image) for batch in same_size_batches(list(enumerate(items)), batch_size, read)
+                       for image in self.translate_batch(predictor, [array for _, array in batch], amp)]
+        return results[0] if single else results
+
+    def _synthesize(self, items: list, single: bool, used: dict, batch_size: int, amp: bool) -> list:
+        keys = used["names"] or [Path(item).stem if isinstance(item, (str, Path)) else str(i)
+                                 for i, item in enumerate(items)]
         numbered = list(zip(range(len(items)), items))
 
         def read(entry):
             index, item = entry
-            labels = read_index_mask(str(item)) if isinstance(item, (str, Path)) else np.asarray(item)
-            return self.check_labels(labels, f"conditions[{index}]")
+            what = item_name("conditions", index, single)
+            return self.check_labels(as_label_map(item, what), what)
 
+        samples, noise = used["samples"], used["noise"]
         draws: list[list[np.ndarray]] = [[] for _ in items]
         for batch in same_size_batches(numbered, batch_size, read):
             indices = [index for (index, _), _ in batch]
             for draw in range(samples):
-                given = None if noise is None else torch.as_tensor(noise)[indices]
                 images = self.synthesis_batch([labels for _, labels in batch], [keys[i] for i in indices], draw,
-                                              seed, amp, given)
+                                              used["seed"], amp, None if noise is None else noise[indices])
                 for index, image in zip(indices, images):
                     draws[index].append(to_uint8(image))
         return [found[0] if samples == 1 else found for found in draws]

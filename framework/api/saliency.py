@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from framework.api.batches import as_image, listed, same_size_batches
+from framework.api.arguments import names_argument
+from framework.api.batches import as_image, item_name, listed, same_size_batches
 from framework.inference.arrays import to_tensor
 from framework.inference.saliency import (
     DEFAULT_NOISE,
@@ -32,13 +33,18 @@ def saliency_maps(model, images, target, region=None, method: str = "gradient", 
     caller has it already (tools/infer.py builds it once, before any file is written)."""
     check_method(method, samples, noise, seed)
     items, single = listed(images)
+    names = names_argument(names, len(items), "image")
     if score is None:
         score = model.task.saliency_score(target, direction, settings, model.has_discriminator_weights)
     keys = item_keys(items, names)
     channels = getattr(model.task, "in_channels", 3)
     numbered = list(enumerate(items))
+
+    def read(entry):
+        return as_image(entry[1], channels, item_name("images", entry[0], single))
+
     found: list[Saliency] = []
-    for batch in same_size_batches(numbered, batch_size, lambda entry: as_image(entry[1], channels)):
+    for batch in same_size_batches(numbered, batch_size, read):
         pixels = to_tensor([array for _, array in batch], model.device).float()
         gradients, scores = input_gradients(score, pixels, region, method, samples, noise, seed,
                                             [keys[index] for (index, _), _ in batch])

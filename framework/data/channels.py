@@ -30,13 +30,23 @@ def read_channels_image(path: str, channels: int) -> np.ndarray:
         image = image[:, :, None]
     if image.ndim != 3 or image.shape[2] != channels:
         raise DataError(f"{path}: expected {channels} channel(s), got an image of shape {image.shape}")
+    scaled = on_pixel_scale(image)
+    if scaled is None:
+        raise DataError(f"{path}: unsupported pixel type {image.dtype} (8- or 16-bit integers or floats)")
+    return scaled
+
+
+def on_pixel_scale(image: np.ndarray) -> np.ndarray | None:
+    """Pixels on the 0..255 scale the task's mean/std assume: uint8 as is, 16-bit divided by 257
+    (65535 -> 255.0) and floats as float32; None for another type. The Python API reads arrays
+    by this rule too (framework/api/batches.py)."""
     if image.dtype == np.uint8:
         return image
     if image.dtype == np.uint16:
         return (image / 257.0).astype(np.float32)
     if image.dtype.kind == "f":
         return image.astype(np.float32)
-    raise DataError(f"{path}: unsupported pixel type {image.dtype} (8- or 16-bit integers or floats)")
+    return None
 
 
 def _read(path: str) -> np.ndarray:

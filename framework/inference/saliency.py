@@ -52,13 +52,13 @@ class Saliency:
 def check_method(method: str, samples: int, noise: float, seed: int = 0) -> None:
     if method not in METHODS:
         raise ConfigError(f"saliency method: one of {METHODS}, got {method!r}")
-    if method == "smoothgrad":
-        if not isinstance(samples, int) or isinstance(samples, bool) or samples < 1:
-            raise ConfigError(f"saliency samples: SmoothGrad needs an integer >= 1 of noisy copies, got {samples!r}")
-        if not (isinstance(noise, (int, float)) and 0 <= noise < float("inf")):
-            raise ConfigError(f"saliency noise: a fraction >= 0 of the image's range, got {noise!r}")
-        if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed < 2**63:
-            raise ConfigError(f"saliency seed: an integer in [0, 2**63), got {seed!r}")
+    # checked whatever the method: a value gradient does not use would be wrong under smoothgrad too
+    if not isinstance(samples, int) or isinstance(samples, bool) or samples < 1:
+        raise ConfigError(f"saliency samples: SmoothGrad needs an integer >= 1 of noisy copies, got {samples!r}")
+    if isinstance(noise, bool) or not (isinstance(noise, (int, float)) and 0 <= noise < float("inf")):
+        raise ConfigError(f"saliency noise: a fraction >= 0 of the image's range, got {noise!r}")
+    if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed < 2**63:
+        raise ConfigError(f"saliency seed: an integer in [0, 2**63), got {seed!r}")
 
 
 def region_mask(region, height: int, width: int) -> np.ndarray | None:
@@ -74,7 +74,9 @@ def region_mask(region, height: int, width: int) -> np.ndarray | None:
             raise ConfigError("saliency region: the mask selects no pixel")
         return array
     if array.shape != (4,) or not np.issubdtype(array.dtype, np.integer):
-        raise ConfigError(f"saliency region: an H x W boolean mask or a box (x0, y0, x1, y1) of ints, got {region!r}")
+        got = f"{array.dtype} values of shape {array.shape}" if isinstance(region, np.ndarray) else repr(region)[:60]
+        raise ConfigError(f"saliency region: an H x W boolean mask or a box (x0, y0, x1, y1) of ints, got {got}"
+                          + (" (a 0/1 mask: region.astype(bool))" if array.ndim == 2 else ""))
     x0, y0, x1, y1 = (int(v) for v in array)
     if not (0 <= x0 < x1 <= width and 0 <= y0 < y1 <= height):
         raise ConfigError(f"saliency region: box {(x0, y0, x1, y1)} is empty or outside the {width} x {height} image "

@@ -28,16 +28,21 @@ def user_error_line(err: BaseException) -> str:
     return text
 
 
-def check_options(checks: dict[str, tuple]) -> None:
+def check_options(checks: dict[str, tuple]) -> dict:
     """Refuse command-line values no run can use, with the config's rules and wording:
     {"--batch-size": (args.batch_size, integer(1))} -> `--batch-size: expected an integer >= 1, got 0`.
-    None means not given; each item of a list (`--size H W`) is checked."""
+    None means not given; each item of a list (`--size H W`) is checked. Returns {option: the value
+    as the rule keeps it} (an integral float becomes an int: the Python API's `num=3.0`)."""
     errors: list[str] = []
+    kept = {}
     for option, (value, rule) in checks.items():
-        for item in value if isinstance(value, (list, tuple)) else [] if value is None else [value]:
-            rule(item, option, errors)
+        if isinstance(value, (list, tuple)):
+            kept[option] = type(value)(rule(item, option, errors) for item in value)
+        else:
+            kept[option] = None if value is None else rule(value, option, errors)
     if errors:
         raise ConfigError("\n".join(dict.fromkeys(errors)))
+    return kept
 
 
 def os_error_line(err: OSError) -> str:
