@@ -117,7 +117,8 @@ BAD = {
     ("saliency", "names"): [(["a", "b"], "unet"), ([1], "unet")],
     ("colorize", "mask"): [(LABELS.astype(np.float32), "unet"), (np.stack([LABELS] * 3, -1), "unet"), ("x", "unet"),
                            (torch.zeros(4, 4, dtype=torch.long), "unet")],
-    ("save_pretrained", "folder"): [(5, "unet"), (P.FILE, "unet")],
+    ("save_pretrained", "folder"): [(5, "unet"), (P.FILE, "unet"), ("", "unet")],
+    ("save_pretrained", "overwrite"): [("yes", "unet"), (1, "unet")],
     ("push_to_hub", "repo"): [(5, "unet"), ("noslash", "unet"), ("a/b/c", "unet")],
 }
 ROWS = [pytest.param(call, argument, *row[:2], row[2] if len(row) > 2 else ConfigError, row[3] if len(row) > 3 else "",
@@ -188,8 +189,6 @@ def call_with(context: Context, call: str, argument: str, value, model: str | No
 @pytest.mark.parametrize("call, argument, value, model, error, words", ROWS)
 def test_a_bad_argument_is_refused_in_one_line_naming_it(context, call, argument, value, model, error, words,
                                                          monkeypatch):
-    if call == "save_pretrained":
-        pytest.xfail("save_pretrained's folder is checked by the fix for issue 63 item 1 (another branch)")
     monkeypatch.chdir(context.root / "inputs/folder")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # a Hub name is looked up in the local cache only
     monkeypatch.setenv("HF_HUB_CACHE", str(context.root / "no_hub_cache"))
