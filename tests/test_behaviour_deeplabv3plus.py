@@ -136,3 +136,18 @@ def test_mmseg_cross_entropy_is_half_the_valid_pixel_mean_here():
     valid = LOSSES.build({"type": "CrossEntropyLoss"}, path="loss")(logits, labels).item()
     everywhere = LOSSES.build({"type": "CrossEntropyLoss", "avg_non_ignore": False}, path="loss")(logits, labels)
     assert valid == pytest.approx(math.log(3)) and everywhere.item() == pytest.approx(math.log(3) / 2)
+
+
+def test_recipes_ask_for_torchvisions_v1_resnet50(recipe):
+    assert lookup(recipe[1], "task.model.encoder_weights") == REFERENCE["encoder_weights"]
+
+
+def test_a_torchvision_weights_tag_names_its_file_and_a_bad_tag_is_refused(tmp_path, monkeypatch):
+    from framework.errors import CheckpointError, ConfigError
+    from framework.weights.encoder_weights import torchvision_weights_file
+
+    monkeypatch.setenv("TORCH_HOME", str(tmp_path))
+    with pytest.raises(CheckpointError, match="resnet50-0676ba61.pth"):  # V1's file; DEFAULT's is 11ad3fa6
+        torchvision_weights_file("resnet50", "task.model.encoder_weights", "IMAGENET1K_V1")
+    with pytest.raises(ConfigError, match="IMAGENET1K_V9"):
+        torchvision_weights_file("resnet50", "task.model.encoder_weights", "IMAGENET1K_V9")
