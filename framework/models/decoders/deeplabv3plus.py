@@ -21,7 +21,12 @@ from torch import nn
 
 from framework.models.aux_head import AuxHead
 from framework.models.decoders.base import EncoderDecoder, first_at_stride
-from framework.models.decoders.mmseg_deeplab import SeparableASPP, mmseg_classifier, separable_fuse
+from framework.models.decoders.mmseg_deeplab import (
+    SeparableASPP,
+    init_like_conv_module,
+    mmseg_classifier,
+    separable_fuse,
+)
 from framework.models.encoders import Encoder
 from framework.models.layers import ConvNormAct, build_norm
 from framework.registry import MODELS
@@ -57,8 +62,10 @@ class DeepLabV3Plus(EncoderDecoder):
             self.aspp = SeparableASPP(self.encoder.channels[-1], rates, aspp_channels, norm)
             self.fuse = separable_fuse(aspp_channels, low_level_channels, norm)
             self.head = mmseg_classifier(aspp_channels, num_classes)
+            init_like_conv_module(self.aspp, self.project, self.fuse)
             if self.aux_loss_weight:
                 self.aux_head = AuxHead(self.encoder.channels[aux_stage], num_classes, mmseg=True)
+                init_like_conv_module(self.aux_head[0])
             return
         from torchvision.models.segmentation.deeplabv3 import ASPP  # torchvision only when built
 

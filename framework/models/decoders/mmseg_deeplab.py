@@ -9,7 +9,8 @@ and decode_head.py define it (open-mmlab/mmsegmentation, commit 0c87f7a for sep_
   (torchvision's ASPP ends instead in a 1x1 projection and Dropout(0.5));
 - fusion with the stride-4 map through two depthwise-separable 3x3 blocks;
 - Dropout2d(0.1) before the 1x1 classifier, whose weights start from N(0, 0.01) and bias 0
-  (mmseg's BaseDecodeHead init_cfg Normal std 0.01 on conv_seg).
+  (mmseg's BaseDecodeHead init_cfg Normal std 0.01 on conv_seg);
+- every other conv of the head as mmcv's ConvModule initialises it (`init_like_conv_module`).
 """
 
 from __future__ import annotations
@@ -59,3 +60,14 @@ def mmseg_classifier(channels: int, num_classes: int) -> nn.Sequential:
     nn.init.normal_(conv.weight, 0.0, MMSEG_CLASSIFIER_STD)
     nn.init.zeros_(conv.bias)
     return nn.Sequential(nn.Dropout2d(MMSEG_DROPOUT), conv)
+
+
+def init_like_conv_module(*modules: nn.Module) -> None:
+    """mmcv's ConvModule.init_weights, in place: each conv Kaiming-normal for a ReLU with fan_out
+    (its kaiming_init defaults), bias 0; norms already start at weight 1 and bias 0 in torch."""
+    for module in modules:
+        for conv in module.modules():
+            if isinstance(conv, nn.Conv2d):
+                nn.init.kaiming_normal_(conv.weight, mode="fan_out", nonlinearity="relu")
+                if conv.bias is not None:
+                    nn.init.zeros_(conv.bias)
