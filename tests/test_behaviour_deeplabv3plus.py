@@ -151,3 +151,15 @@ def test_a_torchvision_weights_tag_names_its_file_and_a_bad_tag_is_refused(tmp_p
         torchvision_weights_file("resnet50", "task.model.encoder_weights", "IMAGENET1K_V1")
     with pytest.raises(ConfigError, match="IMAGENET1K_V9"):
         torchvision_weights_file("resnet50", "task.model.encoder_weights", "IMAGENET1K_V9")
+
+
+def test_recipes_page_states_the_cards_fidelity_and_published_row():
+    import yaml
+
+    card = yaml.safe_load((REPO / "docs/recipes/deeplabv3plus_r50_cityscapes.yaml").read_text())
+    row = next(line for line in (REPO / "docs/recipes.md").read_text().splitlines()
+               if line.startswith("| ") and "recipes/deeplabv3plus_r50_cityscapes.yaml" in line)
+    differences = len(card["deviations"])
+    assert row.rstrip(" |").endswith(f"listed differences ({differences} on the card)" if differences else "identical")
+    assert f"mIoU {card['published']['mIoU']}" in row
+    assert card["fingerprints"] == {"task.model": "deeplabv3plus_r50b_d8_cityscapes"}
