@@ -54,15 +54,24 @@ class CrossEntropyLoss(_AutoWeighted, nn.Module):
     the training masks by `weight_method` (median_frequency or inverse_log).
 
     `ohem: {thresh: 0.7, min_kept: 10000}` averages the loss over the hard pixels only (see `OHEM`).
+
+    `avg_non_ignore` (mmseg's name): true (the default, torch's "mean") divides the summed loss by
+    the non-ignored pixels (their summed class weight); false divides it by every pixel of the
+    batch, ignored ones included, as mmseg's CrossEntropyLoss does by default (avg_non_ignore=False,
+    mmseg/models/losses/cross_entropy_loss.py): half the pixels ignored, half the loss and the step.
     """
 
     name = "ce"
 
     def __init__(self, weight: list[float] | str | None = None, ignore_index: int = 255,
-                 label_smoothing: float = 0.0, weight_method: str = "median_frequency", ohem: dict | None = None):
+                 label_smoothing: float = 0.0, weight_method: str = "median_frequency", ohem: dict | None = None,
+                 avg_non_ignore: bool = True):
         super().__init__()
         if not 0.0 <= label_smoothing <= 1.0:
             raise ValueError(f"label_smoothing must be in [0, 1], got {label_smoothing}")
+        if not isinstance(avg_non_ignore, bool):
+            raise ValueError(f"avg_non_ignore must be true or false, got {avg_non_ignore!r}")
+        self.avg_non_ignore = avg_non_ignore
         self.ignore_index = ignore_index
         self.label_smoothing = label_smoothing
         self.ohem = OHEM(**ohem) if ohem is not None else None
@@ -87,9 +96,13 @@ class CrossEntropyLoss(_AutoWeighted, nn.Module):
                                       dim=1 if logits.dim() > 1 else 0)  # 0: one unbatched sample
             if weight is not None and weight.dtype != log_probs.dtype:
                 weight = weight.to(log_probs.dtype)
+            if not self.avg_non_ignore:
+                return _nll_sum(log_probs, target, weight, self.ignore_index)[0] / max(target.numel(), 1)
             return _nll_mean(log_probs, target, weight, self.ignore_index)
         total = F.cross_entropy(logits, target, weight=weight, ignore_index=self.ignore_index,
                                 label_smoothing=self.label_smoothing, reduction="sum")
+        if not self.avg_non_ignore:
+            return total / max(target.numel(), 1)
         # F.cross_entropy's "mean" divides by the summed weight of the non-ignored pixels.
         valid = target != self.ignore_index
         if weight is None:

@@ -24,12 +24,19 @@ class LogitsWithAux(NamedTuple):
 
 
 class AuxHead(nn.Sequential):
-    """torchvision's FCNHead: 3x3 conv to a quarter of the channels, norm, ReLU, dropout 0.1, 1x1 conv."""
+    """torchvision's FCNHead: 3x3 conv to a quarter of the channels, norm, ReLU, dropout 0.1, 1x1 conv.
+    `mmseg=True`: mmseg's FCNHead (num_convs 1, concat_input False) with the same shapes, whose
+    dropout is Dropout2d (whole channels, its BaseDecodeHead) and whose classifier starts from
+    N(0, 0.01) with bias 0 (its init_cfg)."""
 
-    def __init__(self, in_channels: int, num_classes: int, norm: str = "bn"):
+    def __init__(self, in_channels: int, num_classes: int, norm: str = "bn", mmseg: bool = False):
         inner = max(in_channels // 4, 1)
+        classifier = nn.Conv2d(inner, num_classes, 1)
+        if mmseg:
+            nn.init.normal_(classifier.weight, 0.0, 0.01)
+            nn.init.zeros_(classifier.bias)
         super().__init__(nn.Conv2d(in_channels, inner, 3, padding=1, bias=norm == "none"), build_norm(norm, inner),
-                         nn.ReLU(inplace=True), nn.Dropout(0.1), nn.Conv2d(inner, num_classes, 1))
+                         nn.ReLU(inplace=True), nn.Dropout2d(0.1) if mmseg else nn.Dropout(0.1), classifier)
 
 
 def check_aux_loss_weight(weight) -> float:

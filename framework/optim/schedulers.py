@@ -11,7 +11,9 @@ the exact same curve:
             null       no warmup
     decay:  WarmupLR (none), WarmupMultiStepLR (gamma at each milestone),
             WarmupCosineLR (cosine to min_lr_ratio at max_iters),
-            WarmupPolyLR ((1 - it/max_iters)^power, floored at min_lr_ratio)
+            WarmupPolyLR ((1 - it/max_iters)^power, floored at min_lr_ratio; `floor: offset`:
+                          min_lr_ratio + (1 - min_lr_ratio) (1 - it/max_iters)^power, mmengine's
+                          PolyLR with eta_min = min_lr_ratio x lr, as mmseg's schedules use it)
             LinearDecayLR (1 until decay_start, then linearly to 0 at max_iters: the CycleGAN
                            schedule; decay_start an iteration, or a fraction of the run in (0, 1))
 
@@ -100,16 +102,27 @@ class WarmupCosineLR(WarmupLR):
 
 @SCHEDULERS.register()
 class WarmupPolyLR(WarmupLR):
+    """`floor: max` clamps the poly curve at min_lr_ratio (it reaches the floor before the end);
+    `floor: offset` lifts the whole curve onto it, as mmengine's PolyLR does with eta_min (its
+    step-by-step update has this closed form): the two differ by up to min_lr_ratio x lr."""
+
+    FLOORS = ("max", "offset")
+
     def __init__(self, optimizer, max_iters: int, power: float = 0.9, min_lr_ratio: float = 0.0,
                  warmup: str | None = "linear", warmup_iters: int = 0, warmup_factor: float = 0.001,
-                 last_epoch: int = -1):
+                 last_epoch: int = -1, floor: str = "max"):
+        if floor not in self.FLOORS:
+            raise ValueError(f"floor must be one of {', '.join(self.FLOORS)}, got {floor!r}")
         self.max_iters = max_iters
         self.power = power
         self.min_lr_ratio = min_lr_ratio
+        self.floor = floor
         super().__init__(optimizer, warmup, warmup_iters, warmup_factor, last_epoch)
 
     def decay(self, it: int) -> float:
         progress = min(it / self.max_iters, 1.0)
+        if self.floor == "offset":
+            return self.min_lr_ratio + (1 - self.min_lr_ratio) * (1 - progress) ** self.power
         return max((1 - progress) ** self.power, self.min_lr_ratio)
 
 

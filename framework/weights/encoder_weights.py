@@ -1,6 +1,7 @@
 """`encoder_weights` of encoder-decoder models: which file, and how its names map.
 
     encoder_weights: torchvision     # the file torchvision would download, from the local hub cache
+    encoder_weights: torchvision:IMAGENET1K_V1   # another of torchvision's weights of the encoder, by tag
     encoder_weights: timm            # (encoder: timm:<name>) the file timm would download, from the local cache
     encoder_weights: resnet34.pth    # a local .pth / .safetensors (torchvision or timm layout)
 
@@ -41,14 +42,20 @@ def networks_with_encoder_weights(task: nn.Module) -> list[tuple[str, nn.Module]
             if getattr(module, "encoder_weights", None) and hasattr(module, "encoder")]
 
 
-def torchvision_weights_file(model_name: str, where: str) -> str:
-    """The hub-cache file torchvision would download for `model_name`'s DEFAULT weights."""
+def torchvision_weights_file(model_name: str, where: str, tag: str = "DEFAULT") -> str:
+    """The hub-cache file torchvision would download for `model_name`'s weights `tag` (DEFAULT, or
+    an entry of its weights enum such as IMAGENET1K_V1: the file of torchvision < 0.13 and of
+    mmseg's torchvision://resnet50, where DEFAULT is IMAGENET1K_V2 for the ResNets)."""
     import torchvision
 
     try:
-        weights = torchvision.models.get_model_weights(model_name).DEFAULT
+        enum = torchvision.models.get_model_weights(model_name)
     except ValueError as err:
         raise ConfigError(f"{where}: torchvision has no weights for '{model_name}' ({err})") from err
+    if tag not in enum.__members__:
+        raise ConfigError(f"{where}: torchvision has no weights {tag!r} for '{model_name}' "
+                          f"(its tags: {', '.join(enum.__members__)})")
+    weights = enum[tag]
     file_name = os.path.basename(urlparse(weights.url).path)
     folder = Path(torch.hub.get_dir()) / "checkpoints"
     if not (folder / file_name).is_file():
@@ -111,10 +118,10 @@ def encoder_load_spec(network: nn.Module, path_in_task: str) -> LoadSpec:
     where = f"{path_in_task}.encoder_weights"
     encoder = network.encoder
     source = network.encoder_weights
-    if source == "torchvision":
+    if source == "torchvision" or source.startswith("torchvision:"):
         if not encoder.torchvision_name:
             raise ConfigError(f"{where}: torchvision: the encoder {type(encoder).__name__} is not a torchvision model")
-        source = torchvision_weights_file(encoder.torchvision_name, where)
+        source = torchvision_weights_file(encoder.torchvision_name, where, source.partition(":")[2] or "DEFAULT")
     elif source == "timm":
         if not encoder.timm_name:
             raise ConfigError(f"{where}: timm: the encoder {type(encoder).__name__} is not a timm model "

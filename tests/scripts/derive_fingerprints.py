@@ -133,6 +133,42 @@ def oasis_discriminator(outputs: int, channels=(3, 128, 128, 256, 256, 512, 512)
     return shapes + oasis_residual_block(2 * channels[1], 64) + conv(64, outputs, 1, True)
 
 
+MMSEG = "open-mmlab/mmsegmentation (commit 0c87f7a: sep_aspp_head.py; configs/_base_/models/deeplabv3plus_r50-d8.py)"
+
+
+def mmseg_resnet50() -> list[tuple[int, ...]]:
+    """mmseg's ResNet (no deep stem: the R-50b of its r50b-d8 configs): a 7x7 stem conv + BN, then
+    [3, 4, 6, 3] bottlenecks (1x1, 3x3, 1x1 convs + BN, expansion 4), each stage's first with a 1x1
+    downsample + BN."""
+    shapes, inplanes = conv(3, 64, 7, False) + affine_norm(64), 64
+    for planes, blocks in zip([64, 128, 256, 512], [3, 4, 6, 3]):
+        for block in range(blocks):
+            shapes += conv(inplanes, planes, 1, False) + affine_norm(planes) + conv(planes, planes, 3, False)
+            shapes += affine_norm(planes) + conv(planes, 4 * planes, 1, False) + affine_norm(4 * planes)
+            shapes += (conv(inplanes, 4 * planes, 1, False) + affine_norm(4 * planes)) if block == 0 else []
+            inplanes = 4 * planes
+    return shapes
+
+
+def separable_module(cin: int, cout: int) -> list[tuple[int, ...]]:
+    """mmcv's DepthwiseSeparableConvModule with a norm: depthwise 3x3 (cin x 1 x 3 x 3) + BN, pointwise + BN."""
+    return [(cin, 1, 3, 3)] + affine_norm(cin) + conv(cin, cout, 1, False) + affine_norm(cout)
+
+
+def mmseg_deeplabv3plus_head(classes: int, channels: int = 512, rates: int = 3, c1: int = 48) -> list[tuple[int, ...]]:
+    """DepthwiseSeparableASPPHead (in 2048, c1_in 256): image pool and 1x1 branch, a separable branch
+    per rate, ASPPHead's dense 3x3 bottleneck, c1_bottleneck, two separable fusion blocks, biased
+    conv_seg; the aux FCNHead (1024 -> 256, 3x3, conv_seg). ConvModule: no bias before a norm."""
+    shapes = (conv(2048, channels, 1, False) + affine_norm(channels)) * 2  # image pool, dilation 1
+    for _ in range(rates):
+        shapes += separable_module(2048, channels)
+    shapes += conv((rates + 2) * channels, channels, 3, False) + affine_norm(channels)
+    shapes += conv(256, c1, 1, False) + affine_norm(c1)
+    shapes += separable_module(channels + c1, channels) + separable_module(channels, channels)
+    shapes += conv(channels, classes, 1, True)
+    return shapes + conv(1024, 256, 3, False) + affine_norm(256) + conv(256, classes, 1, True)
+
+
 def torchvision_shapes(builder: str, **kwargs) -> list[tuple[int, ...]]:
     import torch
     from torchvision.models import segmentation
@@ -175,6 +211,13 @@ def fingerprints() -> dict[str, dict]:
                   "num_blocks": 9, "num_downsampling": 4, "norm": "in"},
             shapes=resnet_generator(36, 3, 64, blocks=9, downs=4)),
         **spade_and_oasis(),
+        "deeplabv3plus_r50b_d8_cityscapes": dict(
+            official="deeplabv3plus_r50b-d8_4xb2-80k_cityscapes-512x1024: ResNet depth 50 (torchvision://resnet50), "
+                     "DepthwiseSeparableASPPHead 512, (1, 12, 24, 36), c1 48, FCNHead aux, 19 classes", source=MMSEG,
+            node={"type": "DeepLabV3Plus", "encoder": "resnet50", "num_classes": 19, "output_stride": 8,
+                  "atrous_rates": [12, 24, 36], "aspp_channels": 512, "low_level_channels": 48,
+                  "aux_loss_weight": 0.4, "head_style": "mmseg"},
+            shapes=mmseg_resnet50() + mmseg_deeplabv3plus_head(19)),
         "deeplabv3_resnet50": dict(
             official="deeplabv3_resnet50", source=deeplab_source.format("deeplabv3_resnet50"),
             node={"type": "DeepLabV3", "num_classes": 21, "backbone": "resnet50", "aux_loss": True},

@@ -1,6 +1,6 @@
 """What every encoder-decoder segmenter shares: the encoder, padding, the head's upsampling.
 
-    {type: EncoderUNet | FPN | DeepLabV3Plus, encoder: resnet34, encoder_weights: PATH | torchvision | null,
+    {type: EncoderUNet | FPN | DeepLabV3Plus, encoder: resnet34, encoder_weights: PATH | torchvision[:TAG] | null,
      in_channels: 3, num_classes: N, adapt_in_channels: zeros | mean, encoder_depth: null | N,
      aux_loss_weight: 0 | w, aux_stage: -2, ...}
 
@@ -41,7 +41,8 @@ class EncoderDecoder(nn.Module):
         if adapt_in_channels not in ADAPT_METHODS:
             raise ValueError(f"adapt_in_channels must be one of {', '.join(ADAPT_METHODS)}, got {adapt_in_channels!r}")
         if encoder_weights is not None and not isinstance(encoder_weights, str):
-            raise ValueError(f"encoder_weights must be a file path, 'torchvision' or null, got {encoder_weights!r}")
+            raise ValueError(f"encoder_weights must be a file path, 'torchvision' (or 'torchvision:TAG') or null, "
+                             f"got {encoder_weights!r}")
         if isinstance(encoder, Encoder):  # a built encoder (shared, or a custom one)
             if encoder.in_channels != in_channels:
                 raise ValueError(f"the encoder takes {encoder.in_channels} channels, in_channels is {in_channels}")

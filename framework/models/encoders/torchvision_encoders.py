@@ -19,7 +19,8 @@ RESNET_NODES = ["relu", "layer1", "layer2", "layer3", "layer4"]
 EFFICIENTNET_NODES = ["features.1", "features.2", "features.3", "features.5", "features.7"]
 CONVNEXT_NODES = ["features.1", "features.3", "features.5", "features.7"]
 REGNET_NODES = ["stem"] + [f"trunk_output.block{i}" for i in range(1, 5)]
-# Output stride -> dilation of the stages whose stride is traded for it (DeepLab's trick).
+# Output stride -> dilation of the stages whose stride is traded for it (DeepLab's trick); each
+# stage's first block takes half of it (`dilate`).
 RESNET_DILATION = {32: {}, 16: {"layer4": 2}, 8: {"layer3": 2, "layer4": 4}}
 
 
@@ -68,15 +69,23 @@ def replace_first_conv(model: nn.Module, in_channels: int) -> None:
 
 
 def dilate(stage: nn.Module, dilation: int) -> None:
-    """Stride 1 and `dilation` for every conv of `stage`, in place (as smp's make_dilated):
-    the weights keep their shapes, so pretrained files still load. torchvision's own
+    """Stride 1 for every conv of `stage`, in place; `dilation` for the 3x3 convs of its blocks
+    after the first, and half of it for the first block's (the first block still sees the
+    previous stage's sampling grid). That is torchvision's replace_stride_with_dilation (its first
+    block keeps `previous_dilation`), mmseg's ResLayer with contract_dilation=True (its DeepLab
+    configs) and timm's output_stride; smp's make_dilated dilates every block alike, which
+    over-dilates layer3.0 and layer4.0 (2 and 4 at output stride 8 instead of 1 and 2). The
+    weights keep their shapes, so pretrained files still load. torchvision's own
     replace_stride_with_dilation does not support the BasicBlocks of resnet18/34."""
-    for conv in stage.modules():
-        if isinstance(conv, nn.Conv2d):
-            conv.stride = (1, 1)
-            if conv.kernel_size[0] > 1:
-                conv.dilation = (dilation, dilation)
-                conv.padding = (dilation * (conv.kernel_size[0] // 2),) * 2
+    blocks = list(stage.children()) if isinstance(stage, nn.Sequential) else [stage]
+    for index, block in enumerate(blocks):
+        block_dilation = max(dilation // 2, 1) if index == 0 else dilation
+        for conv in block.modules():
+            if isinstance(conv, nn.Conv2d):
+                conv.stride = (1, 1)
+                if conv.kernel_size[0] > 1:
+                    conv.dilation = (block_dilation, block_dilation)
+                    conv.padding = (block_dilation * (conv.kernel_size[0] // 2),) * 2
 
 
 @torch.no_grad()
