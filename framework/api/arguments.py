@@ -124,15 +124,14 @@ def noise_argument(noise, shape: tuple[int, ...], count: int | None):
     return noise.float()
 
 
-def generate_arguments(model, kind: str, given: dict, count: int | None) -> dict:
+def generate_arguments(model, kind: str, given: dict, count: int | None, refuse_unused) -> dict:
     """generate()'s arguments checked: the numbers by RULES, the options this kind of model does
-    not use refused as tools/infer.py refuses them (file_runs.py), noise and names fitted to
-    `count` inputs. {"seed", "num", "samples", "noise", "names"} as used."""
-    from framework.api.file_runs import file_run
-
+    not use refused by `refuse_unused(options, spelling)` (file_runs.py's, as tools/infer.py refuses
+    them: passed in, as file_runs.py sits above this module), noise and names fitted to `count`
+    inputs. {"seed", "num", "samples", "noise", "names"} as used."""
     values = checked({key: given[key] for key in ("seed", "num", "samples", "batch_size", "amp")})
     options = {**values, "direction": given["direction"], "input": True if count is not None else None}
-    file_run(model, options, spelling=API_SPELLING)  # refuses num/seed/samples where this kind ignores them
+    refuse_unused(options, API_SPELLING)  # num/seed/samples where this kind ignores them
     noise, names = given["noise"], given["names"]
     name = type(model.task).__name__
     if names is not None and kind != "labels":

@@ -23,6 +23,7 @@ from framework.api.batches import (
     listed,
     same_size_batches,
 )
+from framework.api.file_runs import file_run
 from framework.errors import ConfigError
 from framework.inference.arrays import to_tensor, to_uint8
 from framework.inference.noise import item_noise
@@ -197,7 +198,8 @@ class Model:
         items, single = ([], False) if kind == "noise" else listed(conditions, what, 2 if kind == "labels" else 3)
         given = {"seed": seed, "num": num, "samples": samples, "batch_size": batch_size, "amp": amp,
                  "direction": direction, "noise": noise, "names": names}
-        used = generate_arguments(self, kind, given, None if kind == "noise" else len(items))
+        used = generate_arguments(self, kind, given, None if kind == "noise" else len(items),
+                                  lambda options, spelling: file_run(self, options, spelling=spelling))
         batch_size, amp = used["batch_size"], used["amp"]
         if kind == "noise":
             if used["noise"] is not None:

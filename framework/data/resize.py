@@ -24,8 +24,17 @@ import cv2
 import numpy as np
 from PIL import Image
 
-from framework.data.transforms import import_albumentations
 from framework.errors import ConfigError
+from framework.registry import import_without
+
+
+def import_albumentations():
+    """albumentations without huggingface_hub, which only its pipeline sharing on the Hub uses
+    (`import_without`). Imported on the first lookup of a transform or pipeline (transforms.py
+    imports this module then), not with the framework (whose import sets NO_ALBUMENTATIONS_UPDATE,
+    see framework/__init__.py)."""
+    return import_without("albumentations", ("huggingface_hub",))
+
 
 A = import_albumentations()
 

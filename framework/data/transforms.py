@@ -13,12 +13,13 @@ does (filtered on downscale, label maps on PIL NEAREST's grid) unless `antialias
 
 from __future__ import annotations
 
+import importlib
 import inspect
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from framework.errors import ConfigError
-from framework.registry import TRANSFORMS, import_without, is_node
+from framework.registry import TRANSFORMS, is_node
 
 if TYPE_CHECKING:
     import albumentations as A
@@ -27,19 +28,11 @@ if TYPE_CHECKING:
 _ABSTRACT_BASES = {"BasicTransform", "DualTransform", "ImageOnlyTransform", "Transform3D", "BaseCompose"}
 
 
-def import_albumentations():
-    """albumentations without huggingface_hub, which only its pipeline sharing on the Hub uses
-    (`import_without`). Imported on the first lookup of a transform or pipeline, not with the
-    framework (whose import sets NO_ALBUMENTATIONS_UPDATE, see framework/__init__.py)."""
-    return import_without("albumentations", ("huggingface_hub",))
-
-
 def _register_albumentations() -> None:
-    A = import_albumentations()
-    from albumentations.core.composition import BaseCompose
-    from albumentations.pytorch import ToTensorV2
+    from framework.data.resize import A, Resize  # first: albumentations is imported there, without the Hub
 
-    from framework.data.resize import Resize
+    BaseCompose = A.core.composition.BaseCompose
+    ToTensorV2 = importlib.import_module("albumentations.pytorch").ToTensorV2
 
     own = {"Resize": Resize}  # in albumentations' place, with its keywords (framework/data/resize.py)
     for name, obj in vars(A).items():
@@ -66,9 +59,9 @@ def build_pipeline(
     `path` is the config path of the list, so a bad node is reported as e.g.
     `data.train.dataset.pipeline[2].type: unknown type ...`.
     """
-    A = import_albumentations()
-    from albumentations.core.composition import BaseCompose
+    from framework.data.resize import A  # albumentations, imported there without the Hub
 
+    BaseCompose = A.core.composition.BaseCompose
     if isinstance(transforms, str) or not isinstance(transforms, Sequence):
         raise ConfigError(f"{path}: expected a list of transforms, got {transforms!r}")
     built = []
