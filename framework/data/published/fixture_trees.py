@@ -94,6 +94,7 @@ def write_cocostuff(out: Path, samples: int, rng: np.random.Generator, train_ids
             stem = f"{(9 if split == 'val2017' else 1) * 1000 + k:012d}"
             write_image(out / "images" / split / f"{stem}.jpg", rng, 32, 48)
             labels = value_blocks(32, 48, stored, offset=96 * k).astype(np.uint8)
+            labels[0, :] = 255  # an unannotated pixel row in every map: the 1-based-maps probe looks for 255
             write_png(out / "annotations" / split / f"{stem}.png", labels)
             if train_ids:
                 write_png(out / "annotations" / split / f"{stem}_labelTrainIds.png", ID_TO_TRAIN_ID[labels])
