@@ -112,3 +112,18 @@ def test_browse_dataset_shows_a_tree_smaller_than_a_training_batch(tmp_path):
     assert browsed.returncode == 0, browsed.stderr
     grid = np.asarray(Image.open(tmp_path / "browse/grid_000.png"))
     assert "1 samples" in browsed.stdout and grid.shape[:2] == (32, 3 * 64)  # one row: image | mask | overlay
+
+
+@pytest.mark.parametrize("layout", ["cityscapes", "ade20k", "voc_sbd", "facades", "horse2zebra", "cocostuff"])
+def test_make_fixture_dataset_prints_overrides_a_shipped_config_reads(tmp_path, layout):
+    """It printed a key no config has (data_root), and the voc_sbd folder as the root VOC's config reads."""
+    result = call_tool("make_fixture_dataset", "--layout", layout, tmp_path / layout, "--samples", "2")
+    assert result.returncode == 0, result.stderr
+    assert "data_root" not in result.stdout
+    command = next((line.split() for line in result.stdout.splitlines() if "tools/train.py" in line), None)
+    if layout == "cocostuff":  # no shipped config reads it: the override to set in one's own
+        assert command is None and f"data.train.dataset.root={tmp_path / layout}" in result.stdout
+        return
+    config, overrides = command[command.index("--config") + 1], command[command.index("--config") + 2:]
+    checked = call_tool("check_dataset", "--config", REPO / config, *[o for o in overrides if o.startswith("data.")])
+    assert checked.returncode == 0, checked.stderr + checked.stdout

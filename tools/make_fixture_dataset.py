@@ -6,19 +6,22 @@
 The files have the published names and encodings (Cityscapes' labelIds, 16-bit instanceIds and
 colour PNGs; ADE20K's 0..150 maps; COCO-Stuff's 0..181/255 maps; VOC's palette PNGs and SBD's
 .mat class maps; pix2pix's facades as A|B pairs side by side; CycleGAN's horse2zebra trainA/trainB/
-testA/testB), random images, and label maps that walk through every stored value. The last
-line printed is the folder to point the config's root at, e.g.
+testA/testB), random images, and label maps that walk through every stored value. It prints the
+command training a shipped config that reads the layout on the tree (its root overrides), e.g.
 
     python tools/make_fixture_dataset.py --layout cityscapes /tmp/cityscapes_fake
     python tools/train.py --config configs/segmentation/deeplabv3plus_r50_cityscapes.yaml \\
-        data_root=/tmp/cityscapes_fake train.max_iters=2
+        data.train.dataset.root=/tmp/cityscapes_fake train.max_iters=2
+
+and, last, the folder the tree's root is (voc_sbd: the folder holding VOCdevkit/ and benchmark_RELEASE/;
+its overrides name both roots).
 """
 
 import argparse
 import sys
 
 from framework.config.rules import integer
-from framework.data.published.fixture_trees import LAYOUTS, write_fixture_tree
+from framework.data.published.fixture_trees import CONFIG_OF, LAYOUTS, root_overrides, write_fixture_tree
 from framework.runtime.cli import check_options, run
 
 
@@ -36,7 +39,12 @@ def parse_args() -> argparse.ArgumentParser:
 def main(args: argparse.Namespace) -> None:
     check_options({"--samples": (args.samples, integer(1))})
     root = write_fixture_tree(args.layout, args.out, samples=args.samples, seed=args.seed, train_ids=args.train_ids)
-    print(f"wrote a {args.layout} fixture tree; point root (or data_root) at:")
+    overrides = " ".join(root_overrides(args.layout, root))
+    if args.layout in CONFIG_OF:
+        print(f"wrote a {args.layout} fixture tree; train on it with:\n  python tools/train.py --config "
+              f"{CONFIG_OF[args.layout]} {overrides} train.max_iters=2")
+    else:
+        print(f"wrote a {args.layout} fixture tree; no shipped config reads it: set {overrides} in yours")
     print(root)
 
 

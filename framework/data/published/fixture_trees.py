@@ -161,6 +161,24 @@ def write_horse2zebra(out: Path, samples: int, rng: np.random.Generator) -> Path
     return out
 
 
+# A shipped config that reads each layout (none reads COCO-Stuff), for the printed instructions
+CONFIG_OF = {"cityscapes": "configs/segmentation/deeplabv3plus_r50_cityscapes.yaml",
+             "ade20k": "configs/segmentation/deeplabv3plus_r50_ade20k.yaml",
+             "voc_sbd": "configs/segmentation/deeplabv3plus_r50_voc_aug.yaml",
+             "facades": "projects/pix2pix/configs/pix2pix_facades.yaml",
+             "horse2zebra": "projects/cyclegan/configs/cyclegan_horse2zebra.yaml"}
+
+
+def root_overrides(layout: str, root: str | os.PathLike) -> list[str]:
+    """The overrides pointing a config's training data at the tree `write_fixture_tree` returned
+    (its val section reads the same roots through ${data.train.dataset.root}). VOC + SBD has two
+    roots: VOCdevkit/VOC2012 and benchmark_RELEASE beside it."""
+    if layout == "voc_sbd":
+        return [f"data.train.dataset.root={Path(root) / 'VOCdevkit' / 'VOC2012'}",
+                f"data.train.dataset.sbd_root={Path(root) / 'benchmark_RELEASE'}"]
+    return [f"data.train.dataset.root={root}"]
+
+
 def write_fixture_tree(layout: str, out: str | os.PathLike, samples: int = 3, seed: int = 0,
                        train_ids: bool = False) -> Path:
     """Write a small tree in `layout` (one of LAYOUTS) under `out`, `samples` per split (VOC + SBD:
