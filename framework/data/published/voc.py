@@ -93,21 +93,22 @@ class VOCSegmentation(_FolderDataset):
         self.image_dir = require_dir(os.path.join(root, "JPEGImages"))
         voc_masks = require_dir(os.path.join(root, "SegmentationClass"))
         lists = os.path.join(root, "ImageSets", "Segmentation")
+        # the names as found (the suffix matched without case: 2007_000032.JPG is read as it is named)
+        images = files_by_stem(self.image_dir, [".jpg"])
         if split == "trainaug":
             if sbd_root is None:
                 raise ValueError("split: trainaug needs sbd_root, SBD's benchmark_RELEASE/ folder (VOC's own "
                                  "train list has 1464 names; trainaug adds SBD's for 10582)")
             ids, mask_paths = self._trainaug(lists, voc_masks, sbd_folder(sbd_root))
+            require_all(ids, images, "image (.jpg)", self.image_dir)
         else:
             if sbd_root is not None:
                 raise ValueError(f"sbd_root is read by split: trainaug only, not split: {split}")
             ids = read_split_file(os.path.join(lists, f"{split}.txt"))
+            require_all(ids, images, "image (.jpg)", self.image_dir)
             masks = files_by_stem(voc_masks, [".png"])
             require_all(ids, masks, "mask (.png)", voc_masks)
             mask_paths = [os.path.join(voc_masks, masks[i]) for i in ids]
-        # the names as found (the suffix matched without case: 2007_000032.JPG is read as it is named)
-        images = files_by_stem(self.image_dir, [".jpg"])
-        require_all(ids, images, "image (.jpg)", self.image_dir)
         self.mask_dir = ""  # whole paths: a trainaug sample's map is in VOC's folder or SBD's
         self._set_samples(ids, [images[i] for i in ids], mask_paths)
 
