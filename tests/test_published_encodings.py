@@ -90,3 +90,27 @@ def test_cityscapes_train_ids_without_255_under_the_label_ids_name_are_refused(t
                                                    LABEL_ID_TO_TRAIN_ID[label_ids]))
     with pytest.raises(DataError, match=r"_gtFine_labelIds\.png: none of the 2 .*above 18.*label_files: labelTrainIds"):
         build("Cityscapes", root)
+
+
+def test_the_encoding_rules_at_their_boundaries(coco, tmp_path):
+    paths = sorted((coco / "annotations/train2017").glob("*.png"))
+    # 1-based without an unlabeled pixel: 182 (wood) alone gives it away
+    rewrite_maps(paths, lambda ids: np.where(ids == 255, 182, ids.astype(np.int64) + 1))
+    with pytest.raises(DataError, match=r"\.png: none of the 2 .*holds 0 or 182/183"):
+        build("COCOStuff", coco)
+    # one 255 in one map of the split: the published encoding
+    rewrite_maps(paths, lambda ids: np.where(ids == 182, 181, ids))
+    first = np.asarray(Image.open(paths[0])).copy()
+    first[0, 0] = 255
+    Image.fromarray(first).save(paths[0])
+    build("COCOStuff", coco)
+    # Cityscapes: one labelId of 19 (traffic light) in one map reads as labelIds
+    root = write_fixture_tree("cityscapes", tmp_path / "cityscapes", samples=2)
+    maps = sorted((root / "gtFine/train").rglob("*_gtFine_labelIds.png"))
+    rewrite_maps(maps, lambda ids: np.minimum(ids, 18))
+    with pytest.raises(DataError, match="above 18"):
+        build("Cityscapes", root)
+    last = np.asarray(Image.open(maps[-1])).copy()
+    last[5, 5] = 19
+    Image.fromarray(last).save(maps[-1])
+    build("Cityscapes", root)
