@@ -11,7 +11,7 @@ command training a shipped config that reads the layout on the tree (its root ov
 
     python tools/make_fixture_dataset.py --layout cityscapes /tmp/cityscapes_fake
     python tools/train.py --config configs/segmentation/deeplabv3plus_r50_cityscapes.yaml \\
-        data.train.dataset.root=/tmp/cityscapes_fake train.max_iters=2
+        data.train.dataset.root=/tmp/cityscapes_fake task.model.encoder_weights=null train.max_iters=2
 
 and, last, the folder the tree's root is (voc_sbd: the folder holding VOCdevkit/ and benchmark_RELEASE/;
 its overrides name both roots).
@@ -21,7 +21,13 @@ import argparse
 import sys
 
 from framework.config.rules import integer
-from framework.data.published.fixture_trees import CONFIG_OF, LAYOUTS, root_overrides, write_fixture_tree
+from framework.data.published.fixture_trees import (
+    CONFIG_OF,
+    LAYOUTS,
+    SMOKE_OVERRIDES,
+    root_overrides,
+    write_fixture_tree,
+)
 from framework.runtime.cli import check_options, run
 
 
@@ -41,8 +47,9 @@ def main(args: argparse.Namespace) -> None:
     root = write_fixture_tree(args.layout, args.out, samples=args.samples, seed=args.seed, train_ids=args.train_ids)
     overrides = " ".join(root_overrides(args.layout, root))
     if args.layout in CONFIG_OF:
-        print(f"wrote a {args.layout} fixture tree; train on it with:\n  python tools/train.py --config "
-              f"{CONFIG_OF[args.layout]} {overrides} train.max_iters=2")
+        command = ["python tools/train.py --config", CONFIG_OF[args.layout], overrides,
+                   *filter(None, [SMOKE_OVERRIDES.get(args.layout)]), "train.max_iters=2"]
+        print(f"wrote a {args.layout} fixture tree; train on it with:\n  " + " ".join(command))
     else:
         print(f"wrote a {args.layout} fixture tree; no shipped config reads it: set {overrides} in yours")
     print(root)

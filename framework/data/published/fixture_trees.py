@@ -161,12 +161,15 @@ def write_horse2zebra(out: Path, samples: int, rng: np.random.Generator) -> Path
     return out
 
 
-# A shipped config that reads each layout (none reads COCO-Stuff), for the printed instructions
+# A shipped config that reads each layout (none reads COCO-Stuff), for the printed instructions, and
+# what else a first try on a fake tree sets (no ImageNet weights file needed for a smoke run)
 CONFIG_OF = {"cityscapes": "configs/segmentation/deeplabv3plus_r50_cityscapes.yaml",
              "ade20k": "configs/segmentation/deeplabv3plus_r50_ade20k.yaml",
              "voc_sbd": "configs/segmentation/deeplabv3plus_r50_voc_aug.yaml",
              "facades": "projects/pix2pix/configs/pix2pix_facades.yaml",
              "horse2zebra": "projects/cyclegan/configs/cyclegan_horse2zebra.yaml"}
+SMOKE_OVERRIDES = {"cityscapes": "task.model.encoder_weights=null", "ade20k": "task.model.encoder_weights=null",
+                   "voc_sbd": "task.model.encoder_weights=null"}
 
 
 def root_overrides(layout: str, root: str | os.PathLike) -> list[str]:
