@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from framework.errors import ConfigError, UserError
+from framework.keywords import check_booleans
 
 _ALL_REGISTRIES: list[Registry] = []
 
@@ -144,6 +145,7 @@ class Registry:
         extras = self._take_extra_keys(factory, kwargs)
         kwargs = {k: self._build_nested(v, f"{path}.{k}") for k, v in kwargs.items()}
         _check_keywords(factory, type_name, kwargs, path)
+        check_booleans(factory, kwargs, path)
         component = self._construct(factory, type_name, kwargs, path)
         for receive, settings in extras:
             receive(component, settings, path)

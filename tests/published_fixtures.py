@@ -6,7 +6,7 @@ checks the configs' settings and that their networks are the official layouts)."
 
 from pathlib import Path
 
-from framework.data.published.fixture_trees import write_fixture_tree
+from framework.data.published.fixture_trees import root_overrides, write_fixture_tree
 
 LAYOUT_OF = {"Cityscapes": "cityscapes", "ADE20K": "ade20k", "COCOStuff": "cocostuff", "AlignedPairs": "facades",
              "UnpairedImageFolders": "horse2zebra"}
@@ -29,12 +29,8 @@ def published_overrides(plain: dict, tmp: Path, samples: int = 3) -> list[str]:
     dataset = plain["data"]["train"]["dataset"]
     if not reads_published_data(plain):
         return []
-    if dataset["type"] in LAYOUT_OF:
-        overrides = [f"data.train.dataset.root={write_fixture_tree(LAYOUT_OF[dataset['type']], tmp / 'fixture', samples)}"]
-    else:
-        out = write_fixture_tree("voc_sbd", tmp / "fixture", samples)
-        overrides = [f"data.train.dataset.root={out / 'VOCdevkit/VOC2012'}",
-                     f"data.train.dataset.sbd_root={out / 'benchmark_RELEASE'}"]
+    layout = LAYOUT_OF.get(dataset["type"], "voc_sbd")
+    overrides = root_overrides(layout, write_fixture_tree(layout, tmp / "fixture", samples))
     task = plain["task"]
     if task.get("perceptual"):
         overrides += CHEAP_VGG

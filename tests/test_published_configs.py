@@ -11,6 +11,7 @@ import pytest
 from PIL import Image
 
 from framework.config import load_config, to_plain
+from framework.data.published.fixture_trees import write_fixture_tree
 from published_fixtures import published_overrides
 from support import REPO, call_tool
 
@@ -70,8 +71,6 @@ def test_check_dataset_on_cityscapes_counts_names_and_ignored_fraction(tmp_path)
     ("cocostuff", "{type: COCOStuff, root: ROOT, split: val}", 171, "person"),
 ])
 def test_check_and_browse_dataset_on_ade20k_and_cocostuff(tmp_path, layout, dataset, classes, first):
-    from framework.data.published.fixture_trees import write_fixture_tree
-
     root = write_fixture_tree(layout, tmp_path / layout)
     config = tmp_path / "config.yaml"
     config.write_text(f"""
@@ -101,3 +100,30 @@ def test_check_dataset_names_a_bad_label_file_of_a_published_tree(tmp_path):
     result = call_tool("check_dataset", "--config", CITYSCAPES_SEGMENTATION, *overrides)
     assert result.returncode == 1
     assert f"{bad}: label value(s) [77] outside the labelIds 0..33 of Cityscapes" in result.stdout
+
+
+def test_browse_dataset_shows_a_tree_smaller_than_a_training_batch(tmp_path):
+    """browse_dataset was refused by training's rule (fewer samples than batch_size) on a one-sample tree."""
+    root = write_fixture_tree("cityscapes", tmp_path / "cs", samples=1)
+    overrides = [f"data.train.dataset.root={root}", "data.train.batch_size=2", "data.train.num_workers=0",
+                 "data.train.dataset.pipeline=[{type: Resize, height: 32, width: 64}]"]
+    browsed = call_tool("browse_dataset", "--config", CITYSCAPES_SEGMENTATION, "--output", tmp_path / "browse",
+                        "--num", "4", *overrides)
+    assert browsed.returncode == 0, browsed.stderr
+    grid = np.asarray(Image.open(tmp_path / "browse/grid_000.png"))
+    assert "1 samples" in browsed.stdout and grid.shape[:2] == (32, 3 * 64)  # one row: image | mask | overlay
+
+
+@pytest.mark.parametrize("layout", ["cityscapes", "ade20k", "voc_sbd", "facades", "horse2zebra", "cocostuff"])
+def test_make_fixture_dataset_prints_overrides_a_shipped_config_reads(tmp_path, layout):
+    """It printed a key no config has (data_root), and the voc_sbd folder as the root VOC's config reads."""
+    result = call_tool("make_fixture_dataset", "--layout", layout, tmp_path / layout, "--samples", "2")
+    assert result.returncode == 0, result.stderr
+    assert "data_root" not in result.stdout
+    command = next((line.split() for line in result.stdout.splitlines() if "tools/train.py" in line), None)
+    if layout == "cocostuff":  # no shipped config reads it: the override to set in one's own
+        assert command is None and f"data.train.dataset.root={tmp_path / layout}" in result.stdout
+        return
+    config, overrides = command[command.index("--config") + 1], command[command.index("--config") + 2:]
+    checked = call_tool("check_dataset", "--config", REPO / config, *[o for o in overrides if o.startswith("data.")])
+    assert checked.returncode == 0, checked.stderr + checked.stdout

@@ -2,6 +2,8 @@
 edges computed from its 16-bit instanceIds after the pipeline moved them with the labels, and the
 synthesis task and generator taking the channel (both, or a one-line refusal)."""
 
+import inspect
+
 import numpy as np
 import pytest
 import torch
@@ -125,3 +127,59 @@ def test_spade_cityscapes_trains_two_iterations_with_instance_edges(tree, tmp_pa
                        "task.perceptual.weights=random", "task.perceptual.layers={relu1_1: 1.0}")
     assert result.returncode == 0, result.stderr + result.stdout[-2000:]
     assert (tmp_path / "run/checkpoints/iter_2.pth").is_file()
+
+
+SMALL_SPADE = ["device=cpu", "train.max_iters=1", "loggers=[]", "data.train.num_workers=0", "data.val.num_workers=0",
+               "data.train.dataset.pipeline=[{type: Resize, height: 128, width: 256}]",
+               "data.val.dataset.pipeline=[{type: Resize, height: 128, width: 256}]",
+               "task.generator.image_size=[128,256]", "task.generator.base_channels=8", "task.generator.spade_hidden=8",
+               "task.discriminator.base_channels=8", "task.perceptual.weights=random",
+               "task.perceptual.layers={relu1_1: 1.0}"]
+
+
+@pytest.mark.parametrize("edges", ["dataset", "task"])
+def test_edges_on_one_side_only_are_refused_at_start_up_in_one_line(tree, tmp_path, edges):
+    """The dataset's edges without the task's were computed and dropped, the run training without them."""
+    sides = (["+data.train.dataset.instance_edges=true", "+data.val.dataset.instance_edges=true"] if edges == "dataset"
+             else ["+task.instance_edges=true", "+task.generator.instance_edges=true",
+                   "task.generator.contain_dontcare_label=false", "task.discriminator.in_channels=39"])
+    result = call_tool("train", "--config", SPADE_CITYSCAPES, "--work-dir", tmp_path / "run",
+                       f"data.train.dataset.root={tree}", *SMALL_SPADE, *sides)
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode != 0 and len(lines) == 1, result.stderr
+    assert "data.train.dataset.instance_edges" in lines[0] and "task.instance_edges" in lines[0]
+    assert not (tmp_path / "run").exists() or not any((tmp_path / "run").rglob("*.pth"))
+
+
+def test_a_string_where_a_boolean_is_wanted_is_refused_for_every_boolean_keyword(tree):
+    """'false' is truthy: `bool("false")` read task.instance_edges='false' as true. Every registered
+    component's keyword annotated bool is typed by the registry's build, not by each constructor."""
+    from framework.keywords import BOOLEAN_ANNOTATIONS, check_booleans
+    from framework.registry import _ALL_REGISTRIES
+
+    with pytest.raises(ConfigError, match=r"^datasets\.instance_edges: expected true or false, got 'false'$"):
+        DATASETS.build({"type": "Cityscapes", "root": str(tree), "labels": "synthesis", "instance_edges": "false"})
+    with pytest.raises(ConfigError, match=r"^task\.instance_edges: expected true or false, got 'false'$"):
+        TASKS.build({"type": "SemanticSynthesisTask", "num_classes": 35, "instance_edges": "false",
+                     "generator": {"type": "SPADEGenerator", "num_classes": 35, "image_size": 32, "noise_dim": 0},
+                     "discriminator": {"type": "MultiScaleDiscriminator", "in_channels": 38}}, path="task")
+    typed = 0
+    for registry in _ALL_REGISTRIES:
+        for name in registry.names():
+            factory = registry.get(name)
+            try:
+                parameters = inspect.signature(factory).parameters.values()
+            except (TypeError, ValueError):
+                continue
+            for parameter in parameters:
+                annotation = parameter.annotation
+                text = (annotation if isinstance(annotation, str) else inspect.formatannotation(annotation))
+                if isinstance(parameter.default, bool):  # a flag: typed, so the build checks it
+                    assert text.replace("typing.", "") in BOOLEAN_ANNOTATIONS, f"{name}.{parameter.name}: {text}"
+                if text.replace("typing.", "") in BOOLEAN_ANNOTATIONS:
+                    typed += 1
+                    for bad in ("false", "true", 0, 1):
+                        with pytest.raises(ConfigError, match=rf"^{name}\.{parameter.name}: expected true or false"):
+                            check_booleans(factory, {parameter.name: bad}, name)
+                    check_booleans(factory, {parameter.name: False}, name)
+    assert typed > 50

@@ -4,6 +4,7 @@ palette PNGs read as class indices, and the refusals of a wrong SBD folder or .m
 
 import re
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -134,3 +135,26 @@ def test_sbd_root_may_be_the_dataset_folder_itself_and_counts_are_the_published_
     assert outer.published_count == 10582
     val = DATASETS.build({"type": "VOCSegmentation", "root": str(tree / "VOCdevkit/VOC2012"), "split": "val"})
     assert val.published_count == 1449 and len(val) == 2
+
+
+@pytest.mark.parametrize("split", ["train", "trainaug"])
+def test_upper_case_suffixes_are_read_as_named_and_a_missing_image_is_one_line(tree, tmp_path, capfd, split):
+    """JPEGImages/*.JPG matched the list's names without case, then were opened as <name>.jpg: OpenCV's
+    "can't open/read file" warnings on stderr before the refusal."""
+    root = shutil.copytree(tree, tmp_path / "copy")
+    expected = trainaug(tree) if split == "trainaug" else DATASETS.build(
+        {"type": "VOCSegmentation", "root": str(tree / "VOCdevkit/VOC2012"), "split": split})
+    for path in [*(root / "VOCdevkit/VOC2012/JPEGImages").glob("*.jpg"), *(root / "benchmark_RELEASE").rglob("*.mat")]:
+        path.rename(path.with_suffix(path.suffix.upper()))
+    dataset = trainaug(root) if split == "trainaug" else DATASETS.build(
+        {"type": "VOCSegmentation", "root": str(root / "VOCdevkit/VOC2012"), "split": split})
+    for index in range(len(dataset)):
+        assert dataset.image_path(index).endswith(".JPG")
+        np.testing.assert_array_equal(dataset.read_mask(index), expected.read_mask(index))
+        np.testing.assert_array_equal(dataset.read_image(index), expected.read_image(index))
+    capfd.readouterr()
+    missing = dataset.image_path(0)
+    Path(missing).unlink()
+    with pytest.raises(DataError, match=rf"^{re.escape(missing)}: cannot read image"):
+        dataset[0]
+    assert "WARN" not in capfd.readouterr().err

@@ -7,6 +7,8 @@ Samples come from the same loader training uses (sampler order, per-sample augme
 the first epoch), so a grid shows exactly the batches of the first iterations. Each row is
 one sample: image | mask | overlay for segmentation, otherwise the sample's images side by side
 (input | target for pix2pix pairs, A | B for CycleGAN's unpaired domains, the image alone for DCGAN). Grids are written as <output>/grid_000.png, grid_001.png, ...
+Training's rule that a split holds at least one batch is not applied: a tree of fewer samples than
+data.train.batch_size (a fixture tree) is shown, its incomplete batch kept.
 """
 
 import argparse
@@ -70,7 +72,8 @@ def main(args: argparse.Namespace) -> None:
     section = plain["data"].get(args.split)
     if not section:
         raise ConfigError(f"data.{args.split}: the config has no such data section")
-    loader = build_dataloader(section, f"data.{args.split}", train=args.split == "train", seed=plain["seed"])
+    loader = build_dataloader(section, f"data.{args.split}", train=args.split == "train", seed=plain["seed"],
+                              browsing=True)  # a tree smaller than a training batch is still shown
     output = Path(args.output)
     grids = [grid_file(output, number) for number in range(-(-args.num // args.rows))]
     data = [(f"data.{args.split}.dataset", folder) for folder in folders_read_by(loader.dataset)]

@@ -6,19 +6,28 @@
 The files have the published names and encodings (Cityscapes' labelIds, 16-bit instanceIds and
 colour PNGs; ADE20K's 0..150 maps; COCO-Stuff's 0..181/255 maps; VOC's palette PNGs and SBD's
 .mat class maps; pix2pix's facades as A|B pairs side by side; CycleGAN's horse2zebra trainA/trainB/
-testA/testB), random images, and label maps that walk through every stored value. The last
-line printed is the folder to point the config's root at, e.g.
+testA/testB), random images, and label maps that walk through every stored value. It prints the
+command training a shipped config that reads the layout on the tree (its root overrides), e.g.
 
     python tools/make_fixture_dataset.py --layout cityscapes /tmp/cityscapes_fake
     python tools/train.py --config configs/segmentation/deeplabv3plus_r50_cityscapes.yaml \\
-        data_root=/tmp/cityscapes_fake train.max_iters=2
+        data.train.dataset.root=/tmp/cityscapes_fake task.model.encoder_weights=null train.max_iters=2
+
+and, last, the folder the tree's root is (voc_sbd: the folder holding VOCdevkit/ and benchmark_RELEASE/;
+its overrides name both roots).
 """
 
 import argparse
 import sys
 
 from framework.config.rules import integer
-from framework.data.published.fixture_trees import LAYOUTS, write_fixture_tree
+from framework.data.published.fixture_trees import (
+    CONFIG_OF,
+    LAYOUTS,
+    SMOKE_OVERRIDES,
+    root_overrides,
+    write_fixture_tree,
+)
 from framework.runtime.cli import check_options, run
 
 
@@ -37,7 +46,13 @@ def parse_args() -> argparse.ArgumentParser:
 def main(args: argparse.Namespace) -> None:
     check_options({"--samples": (args.samples, integer(1))})
     root = write_fixture_tree(args.layout, args.out, samples=args.samples, seed=args.seed, train_ids=args.train_ids)
-    print(f"wrote a {args.layout} fixture tree; point root (or data_root) at:")
+    overrides = " ".join(root_overrides(args.layout, root))
+    if args.layout in CONFIG_OF:
+        command = ["python tools/train.py --config", CONFIG_OF[args.layout], overrides,
+                   *filter(None, [SMOKE_OVERRIDES.get(args.layout)]), "train.max_iters=2"]
+        print(f"wrote a {args.layout} fixture tree; train on it with:\n  " + " ".join(command))
+    else:
+        print(f"wrote a {args.layout} fixture tree; no shipped config reads it: set {overrides} in yours")
     print(root)
 
 

@@ -88,7 +88,7 @@ def read_inspected_mask(dataset: SegmentationDataset, index: int, path: str) -> 
     not the classes (a published layout's table, `maps_stored_labels`) or the file is no image
     (SBD's .mat); else as stored, so a colour mask's colours can be listed and converted."""
     reader = getattr(dataset, "read_mask", None)
-    if reader is not None and (getattr(dataset, "maps_stored_labels", False) or path.endswith(".mat")):
+    if reader is not None and (getattr(dataset, "maps_stored_labels", False) or path.lower().endswith(".mat")):
         return reader(index)
     return read_mask_raw(path)
 

@@ -21,6 +21,7 @@ import numpy as np
 
 from framework.api.batches import as_image, same_size_batches
 from framework.api.saliency import saliency_maps
+from framework.data.side_by_side import input_half, side_by_side_layouts
 from framework.errors import ConfigError
 from framework.inference.arrays import rgb_view, to_uint8
 from framework.inference.result_files import (
@@ -174,10 +175,15 @@ class GeneratorFiles(FileRun):
 
 
 class ImageFiles(GeneratorFiles):
-    """pix2pix, CycleGAN: an image in, its translation out."""
+    """pix2pix, CycleGAN: an image in, its translation out; a file of a side-by-side pair folder of
+    the config's data (pix2pix's facades, its test split too) gives the half training reads."""
+
+    def prepare(self) -> None:
+        super().prepare()
+        self.side_by_side = side_by_side_layouts(self.model.config)
 
     def read(self, path: Path) -> np.ndarray:
-        return as_image(path)
+        return input_half(path, as_image(path), self.side_by_side)
 
     def refuse_unused(self) -> None:
         super().refuse_unused()

@@ -47,11 +47,11 @@ def read_rgb_image(path: str) -> np.ndarray:
     OpenCV decodes it (faster than Pillow for JPEG); a file OpenCV cannot decode is read with
     Pillow: OpenCV 5 refuses a TIFF whose orientation tag turns it by 90 degrees.
     """
+    if not os.path.isfile(path):  # before OpenCV, which prints its own warning for a missing file
+        raise DataError(f"{path}: cannot read image (missing, corrupt or not an image)")
     image = cv2.imread(path, cv2.IMREAD_COLOR)
     if image is not None:
         return cv2.cvtColor(image, cv2.COLOR_BGR2RGB)
-    if not os.path.isfile(path):
-        raise DataError(f"{path}: cannot read image (missing, corrupt or not an image)")
     try:
         with Image.open(path) as opened:
             if opened.mode not in EIGHT_BIT_MODES:

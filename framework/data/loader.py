@@ -103,15 +103,17 @@ def _seed_worker(worker_id: int) -> None:
 
 
 def build_dataloader(section: Mapping, path: str, *, train: bool, seed: int = 0, rank: int = 0,
-                     world_size: int = 1, device: torch.device | None = None, cores: int | None = None) -> DataLoader:
+                     world_size: int = 1, device: torch.device | None = None, cores: int | None = None,
+                     browsing: bool = False) -> DataLoader:
     """`cores`: what `num_workers: auto` counts (the run's usable cores, runtime/threads.py; None:
-    the affinity mask)."""
+    the affinity mask). `browsing` (tools/browse_dataset.py): training's order and augmentation
+    without its batch rule, so a split smaller than a batch is shown and a last incomplete batch kept."""
     settings = loader_settings(section, path)
     dataset = DATASETS.build(settings["dataset"], path=f"{path}.dataset")
     dataset = cache_in_memory(dataset, settings["cache"], settings["cache_limit_mb"], path, fill=False)
     if train:
         per_process = len(dataset) // world_size
-        if per_process < settings["batch_size"]:
+        if per_process < settings["batch_size"] and not browsing:
             processes = f" of {len(dataset)} on {world_size} processes" if world_size > 1 else ""
             raise ConfigError(
                 f"{path}: {per_process} samples per process{processes} is fewer than batch_size "
@@ -133,7 +135,7 @@ def build_dataloader(section: Mapping, path: str, *, train: bool, seed: int = 0,
         sampler=sampler,
         num_workers=workers,
         pin_memory=bool(pin),
-        drop_last=train,
+        drop_last=train and not browsing,
         persistent_workers=bool(settings["persistent_workers"]) and workers > 0,
         worker_init_fn=_seed_worker,
         collate_fn=SizeCheckedCollate(path),  # names two samples of different sizes

@@ -9,6 +9,9 @@ before metrics.json and the first image of --show-dir):
 
 - the dataset's classes and ignore label are the task's (`task.num_classes`, `task.ignore_index`):
   a mask value the dataset allows and the task does not would index past the one-hot map;
+- the instance edges: the samples carry "edges" (a dataset's `instance_edges: true`) exactly when
+  the task appends them (`task.instance_edges`); edges computed and never read, or read and never
+  there, are one line naming both keys;
 - the size of a sample after the pipeline (sample 0, as evaluation reads it; the training
   samples have one size, engine/startup_check.py checked two): for training, the generator's
   `image_size`; for evaluation, any size its depth allows (the generator is convolutional and
@@ -44,7 +47,11 @@ def check_label_map_data(task, loader, path: str, training: bool) -> None:
         return
     dataset, where = loader.dataset, f"{path}.dataset"
     check_classes(task, dataset, where)
-    check_sample_size(task.generator_for(), dataset, where, training)
+    sample = dataset[0] if len(dataset) else None
+    if not isinstance(sample, dict) or not isinstance(sample.get("image"), torch.Tensor):
+        sample = None  # a custom dataset's own sample format: left to the first step
+    check_instance_edges(task, sample, where)
+    check_sample_size(task.generator_for(), sample, where, training)
     if hasattr(dataset, "image_path"):
         check_label_maps(dataset, workers=loader.num_workers, where=where)
 
@@ -61,12 +68,26 @@ def check_classes(task, dataset, where: str) -> None:
                           "don't-care label must be the same in both")
 
 
-def check_sample_size(generator, dataset, where: str, training: bool) -> None:
-    if len(dataset) == 0:
+def check_instance_edges(task, sample: dict | None, where: str) -> None:
+    """The one decision on SPADE's instance-edge channel: the task's `instance_edges` (its generator's
+    too, tasks/synthesis_options.py) against what the samples carry (`where`.instance_edges)."""
+    if sample is None:
         return
-    sample = dataset[0]
-    if not isinstance(sample, dict) or not isinstance(sample.get("image"), torch.Tensor):
-        return  # a custom dataset's own sample format: left to the first step
+    wanted, carried = bool(getattr(task, "instance_edges", False)), "edges" in sample
+    if wanted == carried:
+        return
+    if carried:
+        raise ConfigError(f"{where}.instance_edges: true, task.instance_edges: false: the edges would be computed "
+                          "and never read, the run training without them; set task.instance_edges: true (and "
+                          f"task.generator.instance_edges: true), or {where}.instance_edges: false")
+    raise ConfigError(f"task.instance_edges: true, but the samples of {where} carry no instance edges: set "
+                      f"{where}.instance_edges: true (Cityscapes with labels: synthesis), or task.instance_edges: "
+                      "false")
+
+
+def check_sample_size(generator, sample: dict | None, where: str, training: bool) -> None:
+    if sample is None:
+        return
     height, width = (int(side) for side in sample["image"].shape[-2:])
     seen = f"{where}: samples are {height}x{width} after the pipeline (sample {sample.get('name', 0)})"
     divisor = network_size_divisor(generator)

@@ -23,6 +23,7 @@ from framework.data import (
     require_all,
     require_dir,
 )
+from framework.data.side_by_side import split_side_by_side
 from framework.errors import DataError
 from framework.registry import DATASETS
 from framework.visualization.palette import default_palette
@@ -49,13 +50,15 @@ class AlignedPairs(PairedImageDataset):
     def __len__(self) -> int:
         return len(self.names)
 
+    @staticmethod
+    def side_by_side_layout(node: dict) -> tuple[str, str]:
+        """(root, the half given to the generator) of a config node: tools/infer.py reads a file of
+        root/<split>/ as training does (framework/data/side_by_side.py)."""
+        return str(node["root"]), "right" if node.get("direction") == "BtoA" else "left"
+
     def load_pair(self, index: int) -> tuple[np.ndarray, np.ndarray, str]:
         path = os.path.join(self.folder, str(self.files[index]))
-        image = read_rgb_image(path)
-        if image.shape[1] % 2:
-            raise DataError(f"{path}: width {image.shape[1]} is odd; expected A and B side by side, equally wide")
-        half = image.shape[1] // 2
-        a, b = image[:, :half], image[:, half:]
+        a, b = split_side_by_side(read_rgb_image(path), path)
         return (b, a, str(self.names[index])) if self.swap else (a, b, str(self.names[index]))
 
 

@@ -96,7 +96,8 @@ MODULES: dict[str, tuple[str, list[str]]] = {
     # the published layouts: their tables, pairing and refusals (tests/test_published_*.py, seconds)
     **{f"data.published.{name}": (f"framework/data/published/{name}.py", [
         "tests/test_published_tables.py", "tests/test_published_refusals.py", "tests/test_published_voc_sbd.py",
-        "tests/test_published_instance_edges.py", "tests/test_published_reading.py", "-k", "not two_iterations"])
+        "tests/test_published_instance_edges.py", "tests/test_published_reading.py", "tests/test_published_encodings.py",
+        "-k", "not two_iterations and not one_side and not check_dataset"])
        for name in ("common", "cityscapes", "ade20k", "cocostuff")},
     "data.published.voc": ("framework/data/published/voc.py", [  # + the VOC tests of test_data.py
         "tests/test_published_voc_sbd.py", "tests/test_published_refusals.py", "tests/test_data.py", "-k",

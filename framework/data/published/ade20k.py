@@ -19,6 +19,7 @@ import os
 from collections.abc import Sequence
 
 from framework.data.published.common import (
+    IGNORE,
     PublishedDataset,
     allowed,
     check_labels_option,
@@ -92,7 +93,8 @@ class ADE20K(PublishedDataset):
     stored_values = "ADE20K's 0..150 (0 = other)"
     label_pattern = "annotations/<split>/<stem>.png, a single-channel map of 0..150"
 
-    def __init__(self, root: str, split: str = "training", labels: str = "segmentation", pipeline: Sequence = ()):
+    def __init__(self, root: str, split: str = "training", labels: str = "segmentation", pipeline: Sequence = (),
+                 encoding_check: bool = True):
         check_labels_option(labels)
         synthesis = labels == "synthesis"
         super().__init__(pipeline=pipeline, classes=SYNTHESIS_CLASSES if synthesis else ADE20K_CLASSES,
@@ -109,6 +111,18 @@ class ADE20K(PublishedDataset):
         self._set_paths(stems, image_dir, [images[s] for s in stems], label_dir, [annotations[s] for s in stems])
         self.table = identity_table(STORED_VALUES) if synthesis else SEGMENTATION_TABLE
         self.allowed_values = allowed(STORED_VALUES)
+        if encoding_check:  # False: the user vouches for label_files (the look at a few maps skipped)
+            self.probe_encoding()
+
+    def encoding_mismatch(self, values_by_file: dict) -> str | None:
+        """An export already shifted to 0-based (mmseg's reduce_zero_label applied: classes 0..149, "other"
+        255) reads every class one too low and wall as ignored; its 255 gives it away."""
+        shifted = next((path for path, values in values_by_file.items() if IGNORE in values), None)
+        if shifted is None:
+            return None
+        return (f"{shifted}: holds 255, not an ADE20K value (0..150, 0 = other): a 0-based export (classes 0..149, "
+                "255 other), which read as the benchmark's maps would put every class one too low; use the "
+                "annotations of ADEChallengeData2016.zip, or add 1 to each value (255 becoming 0)")
 
 
 def refuse_full_release(root: str) -> None:

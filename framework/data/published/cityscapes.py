@@ -81,7 +81,8 @@ class Cityscapes(PublishedDataset):
     published_counts = {"train": 2975, "val": 500, "test": 1525}
 
     def __init__(self, root: str, split: str = "train", labels: str = "segmentation",
-                 label_files: str = "labelIds", pipeline: Sequence = (), instance_edges: bool = False):
+                 label_files: str = "labelIds", pipeline: Sequence = (), instance_edges: bool = False,
+                 encoding_check: bool = True):
         check_labels_option(labels)
         if instance_edges and labels != "synthesis":
             raise ValueError("instance_edges: SPADE's instance-edge channel is for labels: synthesis")
@@ -114,6 +115,21 @@ class Cityscapes(PublishedDataset):
             self.table = LABEL_ID_TO_TRAIN_ID if not synthesis else identity_table(range(len(CITYSCAPES_LABELS)))
             self.allowed_values = allowed(range(len(CITYSCAPES_LABELS)))
             self.stored_values = "the labelIds 0..33 of Cityscapes"
+        if encoding_check:  # False: the user vouches for label_files (the look at a few maps skipped)
+            self.probe_encoding()
+
+    def encoding_mismatch(self, values_by_file: dict) -> str | None:
+        """trainIds under the labelIds name: the maps read hold no id above 18 (a street scene's
+        vegetation 21, sky 23, person 24 and car 26 are labelIds no trainIds map holds). One map of
+        0..18 alone fits both; `check_stored` names a single one holding 255."""
+        above_train_ids = any(((values >= len(TRAIN_CLASSES)) & (values != IGNORE)).any()
+                              for values in values_by_file.values())
+        if self.label_files != "labelIds" or above_train_ids:
+            return None
+        first = next(iter(values_by_file))
+        return (f"{first}: none of the {len(values_by_file)} *_gtFine_labelIds.png maps read holds an id above 18, "
+                "the values of labelTrainIds maps (trainIds 0..18), not labelIds 0..33: put the published "
+                "*_gtFine_labelIds.png files back, or read converted files with label_files: labelTrainIds")
 
     def check_stored(self, path: str, present: np.ndarray) -> None:
         if self.label_files == "labelIds" and IGNORE in present and all(v < len(TRAIN_CLASSES) or v == IGNORE

@@ -19,6 +19,9 @@ from framework.errors import DataError
 
 IGNORE = 255  # the value every published reader gives pixels that are no class
 LABEL_MODES = ("segmentation", "synthesis")
+# label maps read at start-up to tell the expected encoding from another one of the same values
+# (1-based COCO-Stuff ids, an ADE20K export already shifted to 0-based, trainIds under the labelIds name)
+ENCODING_PROBE_FILES = 8
 
 
 def lookup_table(pairs: Iterable[tuple[int, int]], default: int = IGNORE) -> np.ndarray:
@@ -159,6 +162,32 @@ class PublishedDataset(_FolderDataset):
     def check_stored(self, path: str, present: np.ndarray) -> None:
         """Refuse a label file (`path`) whose distinct stored values `present` are not the dataset's."""
         refuse_values_outside(path, present, self.allowed_values, self.stored_values)
+
+    def probe_encoding(self) -> None:
+        """Read up to ENCODING_PROBE_FILES label files spread over the split and refuse (DataError, one
+        line naming a file) when `encoding_mismatch` finds another encoding than the one configured:
+        one file's values often fit both encodings, a few files' values together rarely do. Unreadable
+        files are skipped here: reading the sample names them (and check_dataset lists them)."""
+        count = len(self.names)
+        picks = sorted(set(np.linspace(0, count - 1, min(count, ENCODING_PROBE_FILES)).round().astype(int)))
+        values_by_file = {}
+        for index in picks:
+            path = self.mask_path(index)
+            try:
+                stored = read_label_file(path, self.label_pattern)
+            except DataError:
+                continue
+            if stored.ndim == 2:
+                values_by_file[path] = values_present(stored)
+        problem = self.encoding_mismatch(values_by_file) if values_by_file else None
+        if problem:  # a look at a few files can be wrong about a user's own tree: say how to skip it
+            raise DataError(f"{problem} (if the files are as the dataset publishes them, encoding_check: false "
+                            "skips this look)")
+
+    def encoding_mismatch(self, values_by_file: dict[str, np.ndarray]) -> str | None:
+        """The line naming a file whose values, with the other files read (path -> distinct stored
+        values), show another encoding than the configured one; None when they fit."""
+        return None
 
     def read_mask(self, index: int) -> np.ndarray:
         """Sample `index`'s label map as training reads it: the labels it becomes (uint8)."""

@@ -99,6 +99,7 @@ def write_cocostuff(out: Path, samples: int, rng: np.random.Generator, train_ids
             stem = f"{(9 if split == 'val2017' else 1) * 1000 + k:012d}"
             write_image(out / "images" / split / f"{stem}.jpg", rng, 32, 48)
             labels = value_blocks(32, 48, stored, offset=96 * k).astype(np.uint8)
+            labels[0, :] = 255  # an unannotated pixel row in every map: the 1-based-maps probe looks for 255
             write_png(out / "annotations" / split / f"{stem}.png", labels)
             if train_ids:
                 write_png(out / "annotations" / split / f"{stem}_labelTrainIds.png", ID_TO_TRAIN_ID[labels])
@@ -163,6 +164,27 @@ def write_horse2zebra(out: Path, samples: int, rng: np.random.Generator) -> Path
             for k in range(count):
                 write_image(out / f"{split}{domain}" / f"{synset}_{10 * k + 1}.jpg", rng, 32, 32)
     return out
+
+
+# A shipped config that reads each layout (none reads COCO-Stuff), for the printed instructions, and
+# what else a first try on a fake tree sets (no ImageNet weights file needed for a smoke run)
+CONFIG_OF = {"cityscapes": "configs/segmentation/deeplabv3plus_r50_cityscapes.yaml",
+             "ade20k": "configs/segmentation/deeplabv3plus_r50_ade20k.yaml",
+             "voc_sbd": "configs/segmentation/deeplabv3plus_r50_voc_aug.yaml",
+             "facades": "projects/pix2pix/configs/pix2pix_facades.yaml",
+             "horse2zebra": "projects/cyclegan/configs/cyclegan_horse2zebra.yaml"}
+SMOKE_OVERRIDES = {"cityscapes": "task.model.encoder_weights=null", "ade20k": "task.model.encoder_weights=null",
+                   "voc_sbd": "task.model.encoder_weights=null"}
+
+
+def root_overrides(layout: str, root: str | os.PathLike) -> list[str]:
+    """The overrides pointing a config's training data at the tree `write_fixture_tree` returned
+    (its val section reads the same roots through ${data.train.dataset.root}). VOC + SBD has two
+    roots: VOCdevkit/VOC2012 and benchmark_RELEASE beside it."""
+    if layout == "voc_sbd":
+        return [f"data.train.dataset.root={Path(root) / 'VOCdevkit' / 'VOC2012'}",
+                f"data.train.dataset.sbd_root={Path(root) / 'benchmark_RELEASE'}"]
+    return [f"data.train.dataset.root={root}"]
 
 
 def write_fixture_tree(layout: str, out: str | os.PathLike, samples: int = 3, seed: int = 0,

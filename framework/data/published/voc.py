@@ -93,21 +93,24 @@ class VOCSegmentation(_FolderDataset):
         self.image_dir = require_dir(os.path.join(root, "JPEGImages"))
         voc_masks = require_dir(os.path.join(root, "SegmentationClass"))
         lists = os.path.join(root, "ImageSets", "Segmentation")
+        # the names as found (the suffix matched without case: 2007_000032.JPG is read as it is named)
+        images = files_by_stem(self.image_dir, [".jpg"])
         if split == "trainaug":
             if sbd_root is None:
                 raise ValueError("split: trainaug needs sbd_root, SBD's benchmark_RELEASE/ folder (VOC's own "
                                  "train list has 1464 names; trainaug adds SBD's for 10582)")
             ids, mask_paths = self._trainaug(lists, voc_masks, sbd_folder(sbd_root))
-            require_all(ids, files_by_stem(self.image_dir, [".jpg"]), "image (.jpg)", self.image_dir)
+            require_all(ids, images, "image (.jpg)", self.image_dir)
         else:
             if sbd_root is not None:
                 raise ValueError(f"sbd_root is read by split: trainaug only, not split: {split}")
             ids = read_split_file(os.path.join(lists, f"{split}.txt"))
-            require_all(ids, files_by_stem(self.image_dir, [".jpg"]), "image (.jpg)", self.image_dir)
-            require_all(ids, files_by_stem(voc_masks, [".png"]), "mask (.png)", voc_masks)
-            mask_paths = [os.path.join(voc_masks, f"{i}.png") for i in ids]
+            require_all(ids, images, "image (.jpg)", self.image_dir)
+            masks = files_by_stem(voc_masks, [".png"])
+            require_all(ids, masks, "mask (.png)", voc_masks)
+            mask_paths = [os.path.join(voc_masks, masks[i]) for i in ids]
         self.mask_dir = ""  # whole paths: a trainaug sample's map is in VOC's folder or SBD's
-        self._set_samples(ids, [f"{i}.jpg" for i in ids], mask_paths)
+        self._set_samples(ids, [images[i] for i in ids], mask_paths)
 
     @staticmethod
     def _trainaug(lists: str, voc_masks: str, sbd: str) -> tuple[list[str], list[str]]:
@@ -118,10 +121,12 @@ class VOCSegmentation(_FolderDataset):
         ids = trainaug_names(voc_train, voc_val, sbd_train, sbd_val)
         in_voc_train = set(voc_train)
         sbd_ids = [i for i in ids if i not in in_voc_train]
-        require_all([i for i in ids if i in in_voc_train], files_by_stem(voc_masks, [".png"]), "mask (.png)", voc_masks)
+        masks = files_by_stem(voc_masks, [".png"])
+        require_all([i for i in ids if i in in_voc_train], masks, "mask (.png)", voc_masks)
         cls = os.path.join(sbd, "cls")
-        require_all(sbd_ids, files_by_stem(cls, [".mat"]), "SBD class map (.mat)", cls)
-        paths = [os.path.join(voc_masks, f"{i}.png") if i in in_voc_train else os.path.join(cls, f"{i}.mat")
+        class_maps = files_by_stem(cls, [".mat"])
+        require_all(sbd_ids, class_maps, "SBD class map (.mat)", cls)
+        paths = [os.path.join(voc_masks, masks[i]) if i in in_voc_train else os.path.join(cls, class_maps[i])
                  for i in ids]
         return ids, paths
 
@@ -133,7 +138,7 @@ class VOCSegmentation(_FolderDataset):
     def read_mask(self, index: int) -> np.ndarray:
         """Sample `index`'s class map as training reads it: palette indices of VOC's PNG, or SBD's .mat."""
         path = self.mask_path(index)
-        return read_sbd_mat(path) if path.endswith(".mat") else read_index_mask(path)
+        return read_sbd_mat(path) if path.lower().endswith(".mat") else read_index_mask(path)
 
     def load_sample(self, index: int) -> tuple[np.ndarray, np.ndarray, str]:
         return self.read_image(index), self.read_mask(index), str(self.names[index])
