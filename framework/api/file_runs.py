@@ -21,7 +21,7 @@ import numpy as np
 
 from framework.api.batches import as_image, same_size_batches
 from framework.api.saliency import saliency_maps
-from framework.data.side_by_side import input_half, side_by_side_layouts
+from framework.data.images import input_half, side_by_side_layouts
 from framework.errors import ConfigError
 from framework.inference.arrays import rgb_view, to_uint8
 from framework.inference.result_files import (

@@ -2,7 +2,7 @@
 
 Owns: datasets (`base.py`, `folder.py`, `images.py`, `unpaired.py`, `shapes.py`, the published
 layouts in `published/` (Cityscapes, ADE20K, COCO-Stuff, VOC + SBD), N-channel reading
-in `channels.py`, side-by-side pair files in `side_by_side.py`), the albumentations pipeline (`transforms.py`), samplers (`sampler.py`), loaders
+in `channels.py`, side-by-side pair files in `images.py`), the albumentations pipeline (`transforms.py`), samplers (`sampler.py`), loaders
 (`loader.py`, batching samples of one size: `collate.py`), the decoded-sample cache (`cache.py`)
 and the folders a dataset reads (`sources.py`).
 May import: errors, registry, dist, visualization (a dataset's palette), runtime (the fixture writer's

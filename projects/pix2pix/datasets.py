@@ -23,7 +23,7 @@ from framework.data import (
     require_all,
     require_dir,
 )
-from framework.data.side_by_side import split_side_by_side
+from framework.data.images import split_side_by_side
 from framework.errors import DataError
 from framework.registry import DATASETS
 from framework.visualization.palette import default_palette
@@ -53,7 +53,7 @@ class AlignedPairs(PairedImageDataset):
     @staticmethod
     def side_by_side_layout(node: dict) -> tuple[str, str]:
         """(root, the half given to the generator) of a config node: tools/infer.py reads a file of
-        root/<split>/ as training does (framework/data/side_by_side.py)."""
+        root/<split>/ as training does (framework/data/images.py)."""
         return str(node["root"]), "right" if node.get("direction") == "BtoA" else "left"
 
     def load_pair(self, index: int) -> tuple[np.ndarray, np.ndarray, str]:
