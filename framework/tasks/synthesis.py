@@ -52,7 +52,7 @@ from framework.tasks.ema import EMA
 from framework.tasks.ema_batchnorm import BATCHES, EMABatchNorm, ReestimatedEMAState, check_batches
 from framework.tasks.labels_to_image import LabelsToImage
 from framework.tasks.replay import random_state, replaying
-from framework.tasks.synthesis_options import check_networks, check_options
+from framework.tasks.synthesis_options import check_dont_care_class, check_networks, check_options
 from framework.visualization.palette import colorize, default_palette
 from framework.visualization.panels import side_by_side, stack_rows, write_named_pngs
 
@@ -95,6 +95,7 @@ class SemanticSynthesisTask(ReestimatedEMAState, GeneratorTask):
         self.num_classes, self.ignore_index = num_classes, ignore_index
         self.instance_edges = bool(instance_edges)
         check_networks(generator, discriminator, num_classes, self.adversary.loss.reads_labels, self.instance_edges)
+        check_dont_care_class(self.adversary.loss, num_classes)
         self.labelmix_weight = check_weight("labelmix_weight", labelmix_weight)
         self.mode_seeking_weight = check_weight("mode_seeking_weight", mode_seeking_weight)
         self.mode_seeking_form = check_form(mode_seeking_form)
