@@ -8,7 +8,9 @@ in tests/data/behaviour/gan_recipes.json.
 - the multi-scale adversarial terms: pix2pixHD's LSGAN added up over its two scales (D's loss
   halved), SPADE's hinge averaged over them, with each recipe's d_weight and adv_weight;
 - the learning rate at iterations 0, 1, mid and last and the effective batch of every GAN recipe;
-- the precision the recipes train in (float32, as the official runs).
+- the precision the recipes train in (float32, as the official runs);
+- OASIS's checkpoint selection: the best FID of the EMA generator, refused at start-up in one line
+  where FID's network (torch-fidelity, the `.[fid]` extra, and its Inception file) is missing.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import functools
 import json
 import math
 import re
+import sys
 
 import pytest
 import torch
@@ -208,3 +211,57 @@ def test_a_bad_dont_care_class_or_scale_reduction_is_refused_in_one_line(gan_los
     with pytest.raises(ConfigError) as refused:
         TASKS.build(node, path="task")
     assert key in str(refused.value) and "\n" not in str(refused.value)
+
+
+OASIS_CONFIGS = ["configs/synthesis/oasis_cityscapes.yaml", "configs/synthesis/oasis_ade20k.yaml"]
+FID_EVERY = {"configs/synthesis/oasis_cityscapes.yaml": 2500,  # OASIS config.py: freq_fid, cityscapes
+             "configs/synthesis/oasis_ade20k.yaml": 5000}      # its default
+
+
+@pytest.mark.parametrize("config", OASIS_CONFIGS)
+def test_oasis_recipes_keep_the_checkpoint_of_the_lowest_fid_at_oasis_intervals(config):
+    cfg = plain(config)
+    assert cfg["train"]["best_metric"] == "FID" and cfg["train"]["best_mode"] == "min"
+    assert cfg["train"]["val_interval"] == FID_EVERY[config]
+    fid = cfg["metrics"][0]
+    assert fid["type"] == "FID" and fid.get("extractor", "fid-inception") == "fid-inception"
+    assert cfg["task"]["ema_decay"] is not None  # evaluated: the EMA generator (next test)
+
+
+def test_evaluation_reads_the_ema_generator_not_the_live_one():
+    from test_synthesis_task import CLASSES, batch, generator, segmenter_discriminator
+
+    from framework.tasks.synthesis import SemanticSynthesisTask
+
+    torch.manual_seed(0)
+    task = SemanticSynthesisTask(generator(), segmenter_discriminator(), CLASSES, gan_loss="oasis",
+                                 ema_decay=0.9, ema_bn_batches=0).eval()
+    with torch.no_grad():
+        for parameter in task.generator.parameters():
+            parameter.add_(0.5)  # the live generator moves; the EMA has not followed
+        data = batch()
+        fake = task.val_step(data)["fake"]
+        one_hot, noise = task.label_input(data), task.evaluation_noise(data["index"])
+        ema = (task.ema["generator"](one_hot, noise) + 1) / 2
+        live = (task.generator(one_hot, noise) + 1) / 2
+    torch.testing.assert_close(fake, ema)
+    assert (fake - live).abs().mean() > 1e-3
+
+
+@pytest.mark.parametrize("config", OASIS_CONFIGS)
+def test_a_recipe_asking_for_fid_without_its_network_is_refused_at_start_up_in_one_line(config, tmp_path,
+                                                                                        monkeypatch):
+    from framework.engine.build import build_hooks
+    from framework.errors import ConfigError
+
+    missing = tmp_path / "weights-inception-2015-12-05-6726825d.pth"
+    cfg = to_plain(load_config(str(REPO / config), [f"metrics.0.weights_path={missing}"]))
+    with pytest.raises(ConfigError) as refused:
+        build_hooks(cfg, None)  # build_trainer's start-up, before the first iteration or file
+    assert "metrics[0]" in str(refused.value) and "weights_path" in str(refused.value)
+    assert str(missing) in str(refused.value) and "\n" not in str(refused.value)
+    torch.save({}, missing)
+    monkeypatch.setitem(sys.modules, "torch_fidelity", None)  # the `.[fid]` extra not installed
+    with pytest.raises(ConfigError) as refused:
+        build_hooks(cfg, None)
+    assert "torch-fidelity" in str(refused.value) and "[fid]" in str(refused.value) and "\n" not in str(refused.value)
