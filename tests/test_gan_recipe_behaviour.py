@@ -265,3 +265,18 @@ def test_a_recipe_asking_for_fid_without_its_network_is_refused_at_start_up_in_o
     with pytest.raises(ConfigError) as refused:
         build_hooks(cfg, None)
     assert "torch-fidelity" in str(refused.value) and "[fid]" in str(refused.value) and "\n" not in str(refused.value)
+
+
+def fidelity_cell(deviations: int) -> str:
+    return "identical" if deviations == 0 else f"{deviations} listed difference{'s' if deviations > 1 else ''}"
+
+
+@pytest.mark.parametrize("recipe", sorted(RATES))
+def test_recipes_table_states_each_gan_recipes_fidelity_as_its_card(recipe):
+    import yaml
+
+    card = yaml.safe_load((REPO / f"docs/recipes/{recipe}.yaml").read_text())
+    rows = [line for line in (REPO / "docs/recipes.md").read_text().splitlines()
+            if line.startswith("| ") and f"(recipes/{recipe}.yaml)" in line]
+    assert len(rows) == 1, rows
+    assert rows[0].rstrip(" |").rsplit("|", 1)[1].strip() == fidelity_cell(len(card["deviations"]))
