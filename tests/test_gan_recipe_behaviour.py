@@ -280,3 +280,32 @@ def test_recipes_table_states_each_gan_recipes_fidelity_as_its_card(recipe):
             if line.startswith("| ") and f"(recipes/{recipe}.yaml)" in line]
     assert len(rows) == 1, rows
     assert rows[0].rstrip(" |").rsplit("|", 1)[1].strip() == fidelity_cell(len(card["deviations"]))
+
+
+@pytest.mark.parametrize("config", OASIS_CONFIGS)
+def test_oasis_recipes_draw_one_labelmix_coin_per_class_for_the_batch(config):
+    from framework.losses.oasis import labelmix_mask
+
+    coin = plain(config)["task"]["labelmix_coin"]
+    assert coin == "batch"  # OASIS models/models.py generate_labelmix: a coin per class of the batch's label map
+    labels = torch.tensor([[[0, 1], [2, 2]], [[2, 1], [1, 0]], [[1, 1], [0, 2]]])
+    for seed in range(8):
+        mask = labelmix_mask(labels, 3, generator=torch.Generator().manual_seed(seed), per_image=coin == "image")[:, 0]
+        for label in range(3):
+            assert mask[labels == label].unique().numel() == 1, (seed, label)  # one value across the images
+    per_image = [labelmix_mask(labels, 3, generator=torch.Generator().manual_seed(seed))[:, 0] for seed in range(8)]
+    assert any(mask[labels == 1].unique().numel() == 2 for mask in per_image)  # textures: a coin per image
+    assert plain("configs/synthesis/oasis_textures.yaml")["task"]["labelmix_coin"] == "image"
+
+
+def test_a_bad_labelmix_coin_is_refused_in_one_line():
+    from test_synthesis_task import CLASSES, generator, segmenter_discriminator
+
+    from framework.errors import ConfigError
+    from framework.registry import TASKS
+
+    node = {"type": "SemanticSynthesisTask", "generator": generator(), "discriminator": segmenter_discriminator(),
+            "num_classes": CLASSES, "gan_loss": "oasis", "labelmix_weight": 5.0, "labelmix_coin": "pixel"}
+    with pytest.raises(ConfigError) as refused:
+        TASKS.build(node, path="task")
+    assert "labelmix_coin" in str(refused.value) and "'pixel'" in str(refused.value)

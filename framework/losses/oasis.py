@@ -15,7 +15,8 @@ count in no term. Label maps of another size than the logits are resized (neares
   in D's fake term and in LabelMix, as in models/losses.py. None: every class is supervised.
 - `fake_class_ce`: D on fakes: CE towards the fake class, averaged over the non-ignored pixels.
 - LabelMix: `labelmix_mask` (each class region of each image goes wholly to the real or to
-  the fake image, by a fair coin), `labelmix_images`, and `labelmix_consistency`: weight x the
+  the fake image, by a fair coin per image and class, or with `per_image=False` one coin per class
+  for the whole batch, as OASIS), `labelmix_images`, and `labelmix_consistency`: weight x the
   mean squared difference between D(mixed) and mask x D(real) + (1 - mask) x D(fake) logits.
 
 Everything stays on the device: no host sync, so these can run every step.
@@ -77,14 +78,16 @@ def fake_class_ce(logits: torch.Tensor, labels: torch.Tensor, ignore_index: int 
 
 
 def labelmix_mask(labels: torch.Tensor, num_classes: int, ignore_index: int = 255,
-                  generator: torch.Generator | None = None) -> torch.Tensor:
+                  generator: torch.Generator | None = None, per_image: bool = True) -> torch.Tensor:
     """N x 1 x H x W float of 0/1: each class region of each image (the ignored pixels as one
-    more region) is 1 (take the real image) or 0 (the fake) by a fair coin per image and class.
-    OASIS draws one coin per class for the whole batch; per image mixes more variety."""
+    more region) is 1 (take the real image) or 0 (the fake) by a fair coin per image and class,
+    or with `per_image=False` one coin per class shared by every image of the batch (OASIS's
+    models/models.py generate_labelmix, on each GPU's share of the batch)."""
     index = torch.where(labels == ignore_index, torch.full_like(labels, num_classes), labels)
-    coins = torch.randint(0, 2, (labels.shape[0], num_classes + 1), generator=generator,
+    draws = labels.shape[0] if per_image else 1
+    coins = torch.randint(0, 2, (draws, num_classes + 1), generator=generator,
                           device="cpu" if generator is not None else labels.device)
-    coins = coins.to(labels.device, dtype=torch.float32)
+    coins = coins.to(labels.device, dtype=torch.float32).expand(labels.shape[0], -1)
     return torch.gather(coins, 1, index.flatten(1)).view(labels.shape)[:, None]
 
 
