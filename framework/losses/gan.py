@@ -45,7 +45,7 @@ half precision nor taken on gradients 2^16 times too large.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import torch
 import torch.nn.functional as F
@@ -227,9 +227,12 @@ SHORT_NAMES = {loss.name: loss for loss in (*ON_LOGITS, OASISLoss)}  # what a co
 
 def adversarial_loss(spec: str | AdversarialLoss, key: str = "gan_loss") -> AdversarialLoss:
     """The loss a task's `gan_loss` names: a short name (`hinge`), a registered entry's name
-    (`HingeGANLoss`), or an entry already built from a node; else a ValueError naming `key`."""
+    (`HingeGANLoss`), an entry already built from a node, or the node itself ({type: LSGANLoss,
+    scales: sum}); else a ValueError naming `key`."""
     if isinstance(spec, AdversarialLoss):
         return spec
+    if isinstance(spec, Mapping) and "type" in spec:  # a node not yet built (the task class called directly)
+        return adversarial_loss(LOSSES.build(spec, path=key), key)
     if isinstance(spec, str) and spec in SHORT_NAMES:
         return SHORT_NAMES[spec]()
     if isinstance(spec, str) and spec in LOSSES:
