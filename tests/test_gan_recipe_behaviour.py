@@ -268,7 +268,7 @@ def test_a_recipe_asking_for_fid_without_its_network_is_refused_at_start_up_in_o
 
 
 def fidelity_cell(deviations: int) -> str:
-    return "identical" if deviations == 0 else f"{deviations} listed difference{'s' if deviations > 1 else ''}"
+    return f"listed differences ({deviations} on the card)" if deviations else "identical"
 
 
 @pytest.mark.parametrize("recipe", sorted(RATES))
