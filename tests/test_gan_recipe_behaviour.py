@@ -309,3 +309,35 @@ def test_a_bad_labelmix_coin_is_refused_in_one_line():
     with pytest.raises(ConfigError) as refused:
         TASKS.build(node, path="task")
     assert "labelmix_coin" in str(refused.value) and "'pixel'" in str(refused.value)
+
+
+@pytest.mark.parametrize("part", ["generator.network", "discriminator"])
+def test_pix2pixhd_recipe_leaves_conv_biases_as_pytorch_draws_them(part):
+    """pix2pixHD models/networks.py weights_init redraws conv weights N(0, 0.02) and leaves each bias
+    at PyTorch's default, uniform in +-1/sqrt(fan_in); pix2pix's init_weights zeroes them."""
+    import projects.pix2pix  # noqa: F401  (registers ResnetGenerator)
+    from framework.registry import MODELS
+
+    node = plain("projects/pix2pix/configs/pix2pixhd_cityscapes.yaml")["task"]
+    for key in part.split("."):
+        node = node[key]
+    node = {**node, "base_channels": 4} | ({"num_blocks": 1} if "num_blocks" in node else {})
+    torch.manual_seed(0)
+    convs = [layer for layer in MODELS.build(node).modules() if isinstance(layer, (torch.nn.Conv2d,
+                                                                                     torch.nn.ConvTranspose2d))]
+    for conv in convs:
+        fan_in = torch.nn.init._calculate_fan_in_and_fan_out(conv.weight)[0]
+        assert conv.bias.abs().max() <= fan_in ** -0.5 and conv.bias.abs().max() > 0.1 * fan_in ** -0.5
+        assert conv.weight.std().item() == pytest.approx(0.02, rel=0.5)
+    zeroed = MODELS.build({**node, "weight_init": {"scheme": "normal", "gain": 0.02}})
+    assert all(not layer.bias.any() for layer in zeroed.modules() if isinstance(layer, torch.nn.Conv2d))
+
+
+@pytest.mark.parametrize("value", [{"scheme": "normal", "biases": "random"}, {"scheme": "default", "biases": "default"}])
+def test_a_bad_weight_init_biases_is_refused_naming_the_key(value):
+    from framework.errors import ConfigError
+    from framework.registry import MODELS
+
+    node = {"type": "MultiScaleDiscriminator", "in_channels": 4, "num_scales": 1, "base_channels": 4, "num_layers": 1}
+    with pytest.raises(ConfigError, match=r"task\.discriminator\.weight_init\.biases: expected zero or default"):
+        MODELS.build({**node, "weight_init": value}, path="task.discriminator")
