@@ -6,6 +6,8 @@ checks the configs' settings and that their networks are the official layouts)."
 
 from pathlib import Path
 
+import yaml
+
 from framework.data.published.fixture_trees import root_overrides, write_fixture_tree
 
 LAYOUT_OF = {"Cityscapes": "cityscapes", "ADE20K": "ade20k", "COCOStuff": "cocostuff", "AlignedPairs": "facades",
@@ -15,7 +17,22 @@ SEGMENTER_D_SIZE = {"Cityscapes": (64, 128), "ADE20K": (64, 64)}  # OASIS's D ha
 IMAGE_TO_IMAGE = ("AlignedPairs", "UnpairedImageFolders")  # 32x32 crops, generators and critics 8 wide
 # The VGG loss of the recipes with random weights (no file) and its first block only: the same code
 # path at a fraction of a VGG19's time.
+INCEPTION_METRICS = ("FID", "KID")
 CHEAP_VGG = ["task.perceptual.weights=random", "task.perceptual.layers={relu1_1: 1.0}"]
+
+
+def without_inception_metrics(plain: dict) -> list[str]:
+    """Overrides dropping the metrics that read a local Inception weights file (FID, KID: the OASIS
+    recipes' best checkpoint), which a test machine does not have, and a best_metric among them;
+    [] for a config without them. tests/test_gan_recipe_behaviour.py checks their refusal."""
+    metrics = plain.get("metrics") or []
+    kept = [node for node in metrics if node.get("type") not in INCEPTION_METRICS]
+    if len(kept) == len(metrics):
+        return []
+    overrides = ["metrics=" + yaml.safe_dump(kept, default_flow_style=True, width=1000).strip()]
+    if plain["train"].get("best_metric") in INCEPTION_METRICS:
+        overrides.append("train.best_metric=null")
+    return overrides
 
 
 def reads_published_data(plain: dict) -> bool:
@@ -31,6 +48,7 @@ def published_overrides(plain: dict, tmp: Path, samples: int = 3) -> list[str]:
         return []
     layout = LAYOUT_OF.get(dataset["type"], "voc_sbd")
     overrides = root_overrides(layout, write_fixture_tree(layout, tmp / "fixture", samples))
+    overrides += without_inception_metrics(plain)
     task = plain["task"]
     if task.get("perceptual"):
         overrides += CHEAP_VGG

@@ -160,7 +160,8 @@ def run_train(run: Walked, tmp: Path) -> None:
 
 
 def run_test(run: Walked, tmp: Path) -> None:
-    val = [o for o in run.overrides if o.startswith("data.val") or o.startswith("data.train.dataset.root")]
+    # the evaluation's data, and its metrics where the walk dropped the ones that need an Inception file
+    val = [o for o in run.overrides if o.startswith(("data.val", "data.train.dataset.root", "metrics="))]
     result = run.tool("test", *run.args(), "--work-dir", tmp / "test", "device=cpu", *val)
     assert result.returncode == 0, result.stderr + result.stdout[-2000:]
 

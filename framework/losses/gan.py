@@ -29,7 +29,13 @@ instead and declares `reads_labels`: framework/losses/oasis.py's `OASISLoss`):
 
 A discriminator's output is a logit tensor, or a multi-scale output with `.logits` (a list,
 one logit map per scale; framework/models/discriminators.py): each loss is then the mean over
-the scales of the loss at each scale. The terms get the logits in float32 under AMP too.
+the scales of the loss at each scale (SPADE's GANLoss divides by the scales), or with
+`scales: sum` their sum (pix2pixHD's GANLoss adds them up: with 2 scales twice the mean, at the
+same d_weight, adv_weight and feature-matching weight as its code):
+
+    task: {gan_loss: {type: LSGANLoss, scales: sum}, ...}   # pix2pixHD
+
+The terms get the logits in float32 under AMP too.
 
 Both penalties (`gradient_penalty`, `r1_penalty`) run their discriminator pass in float32
 with autocast off, and differentiate the unscaled discriminator output: under float16 AMP the
@@ -39,7 +45,7 @@ half precision nor taken on gradients 2^16 times too large.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import torch
 import torch.nn.functional as F
@@ -63,12 +69,17 @@ def sample_verdicts(output) -> torch.Tensor:
     return torch.stack(per_scale).mean(dim=0) if len(per_scale) > 1 else per_scale[0]
 
 
-def _over_scales(term: Callable[[torch.Tensor], torch.Tensor], output) -> torch.Tensor:
+SCALE_REDUCTIONS = ("mean", "sum")  # how a multi-scale output's per-scale losses combine
+
+
+def _over_scales(term: Callable[[torch.Tensor], torch.Tensor], output, reduction: str = "mean") -> torch.Tensor:
     # In float32 whatever D computed in: under autocast, relu/pow/mean keep their input's dtype,
     # so a hinge loss of bfloat16 logits was itself bfloat16, steps of 1/128 near 2 (a SPADE
     # run logged loss_d 1.984375), and a float16 logit over 256 overflows when squared.
     losses = [term(logits.float()) for logits in scale_logits(output)]
-    return losses[0] if len(losses) == 1 else torch.stack(losses).mean()
+    if len(losses) == 1:
+        return losses[0]
+    return torch.stack(losses).sum() if reduction == "sum" else torch.stack(losses).mean()
 
 
 class AdversarialLoss(nn.Module):
@@ -79,6 +90,13 @@ class AdversarialLoss(nn.Module):
     needs_gradient_penalty = False  # D's loss takes gradient_penalty (weighted by gp_weight)
     bounded_below = True  # D's loss is >= 0: near 0, D wins outright (GANHealth watches it)
     reads_labels = False  # the terms read the label map (OASIS's per-pixel classes): pass `labels`
+
+    def __init__(self, scales: str = "mean"):
+        super().__init__()
+        if scales not in SCALE_REDUCTIONS:
+            raise ValueError(f"scales: expected one of {', '.join(SCALE_REDUCTIONS)} (how the losses of a "
+                             f"multi-scale discriminator's scales combine), got {scales!r}")
+        self.scales = scales
 
     def on_real(self, logits: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
@@ -92,14 +110,14 @@ class AdversarialLoss(nn.Module):
     def discriminator(self, real, fake, labels: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """(loss on real logits, loss on fake logits) for the discriminator's update. `labels`:
         the batch's label map, for a loss that `reads_labels` (the others ignore it)."""
-        return _over_scales(self.on_real, real), _over_scales(self.on_fake, fake)
+        return _over_scales(self.on_real, real, self.scales), _over_scales(self.on_fake, fake, self.scales)
 
     def generator(self, fake, labels: torch.Tensor | None = None) -> torch.Tensor:
         """The generator's adversarial loss on the discriminator's output for its fakes."""
-        return _over_scales(self.for_generator, fake)
+        return _over_scales(self.for_generator, fake, self.scales)
 
     def extra_repr(self) -> str:
-        return self.name
+        return self.name if self.scales == "mean" else f"{self.name}, scales={self.scales}"
 
 
 def _bce(logits: torch.Tensor, target: float) -> torch.Tensor:
@@ -178,20 +196,28 @@ class OASISLoss(AdversarialLoss):
     """OASIS (Schönfeld et al., 2021): the discriminator is a segmenter with num_classes + 1
     outputs per pixel (the last: "fake"). D on reals: class-balanced CE towards the true classes;
     D on fakes: CE towards the fake class; G: class-balanced CE of D(fake) towards the true
-    classes (framework/losses/oasis.py). Reads the label map; `ignore_index` pixels count in no term."""
+    classes (framework/losses/oasis.py). Reads the label map; `ignore_index` pixels count in no term.
+
+    dont_care_class   a class the balanced CE gives weight 0 and leaves out of the balancing (OASIS's
+                      contain_dontcare_label: label 0 of its Cityscapes and ADE20K); null: every class
+                      is supervised (a dataset without a don't-care class)"""
 
     name = "oasis"
     reads_labels = True
 
-    def __init__(self, ignore_index: int = 255):
+    def __init__(self, ignore_index: int = 255, dont_care_class: int | None = None):
         super().__init__()
-        self.ignore_index = ignore_index
+        if dont_care_class is not None and (isinstance(dont_care_class, bool) or not isinstance(dont_care_class, int)
+                                            or dont_care_class < 0):
+            raise ValueError(f"dont_care_class: expected a class index >= 0 or null, got {dont_care_class!r}")
+        self.ignore_index, self.dont_care_class = ignore_index, dont_care_class
 
     def discriminator(self, real, fake, labels=None):
-        return (class_balanced_ce(real, labels, self.ignore_index), fake_class_ce(fake, labels, self.ignore_index))
+        return (class_balanced_ce(real, labels, self.ignore_index, self.dont_care_class),
+                fake_class_ce(fake, labels, self.ignore_index))
 
     def generator(self, fake, labels=None):
-        return class_balanced_ce(fake, labels, self.ignore_index)
+        return class_balanced_ce(fake, labels, self.ignore_index, self.dont_care_class)
 
 
 ON_LOGITS = (VanillaGANLoss, LSGANLoss, HingeGANLoss, WGANGPLoss)  # terms of D's real/fake logits alone
@@ -201,9 +227,12 @@ SHORT_NAMES = {loss.name: loss for loss in (*ON_LOGITS, OASISLoss)}  # what a co
 
 def adversarial_loss(spec: str | AdversarialLoss, key: str = "gan_loss") -> AdversarialLoss:
     """The loss a task's `gan_loss` names: a short name (`hinge`), a registered entry's name
-    (`HingeGANLoss`), or an entry already built from a node; else a ValueError naming `key`."""
+    (`HingeGANLoss`), an entry already built from a node, or the node itself ({type: LSGANLoss,
+    scales: sum}); else a ValueError naming `key`."""
     if isinstance(spec, AdversarialLoss):
         return spec
+    if isinstance(spec, Mapping) and "type" in spec:  # a node not yet built (the task class called directly)
+        return adversarial_loss(LOSSES.build(spec, path=key), key)
     if isinstance(spec, str) and spec in SHORT_NAMES:
         return SHORT_NAMES[spec]()
     if isinstance(spec, str) and spec in LOSSES:

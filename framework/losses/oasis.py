@@ -9,9 +9,14 @@ count in no term. Label maps of another size than the logits are resized (neares
 - `class_balanced_ce`: D on real images, and G's adversarial term on D(fake): per-pixel CE
   towards the true class, weighted by OASIS's class balancing of the batch's label map
   (`class_balancing_weights`), averaged over all pixels, as OASIS (ignored pixels weigh 0).
+  `dont_care_class` (OASIS's `contain_dontcare_label`, set by its Cityscapes and ADE20K loaders:
+  label 0, "unlabeled" / "other"): that class weighs 0 and is not counted among the present
+  classes, so D and G are never scored on it; its pixels still count in the mean's denominator,
+  in D's fake term and in LabelMix, as in models/losses.py. None: every class is supervised.
 - `fake_class_ce`: D on fakes: CE towards the fake class, averaged over the non-ignored pixels.
 - LabelMix: `labelmix_mask` (each class region of each image goes wholly to the real or to
-  the fake image, by a fair coin), `labelmix_images`, and `labelmix_consistency`: weight x the
+  the fake image, by a fair coin per image and class, or with `per_image=False` one coin per class
+  for the whole batch, as OASIS), `labelmix_images`, and `labelmix_consistency`: weight x the
   mean squared difference between D(mixed) and mask x D(real) + (1 - mask) x D(fake) logits.
 
 Everything stays on the device: no host sync, so these can run every step.
@@ -27,13 +32,15 @@ from framework.models.spade import resize_labels
 LABELMIX_WEIGHT = 10.0  # OASIS's lambda_labelmix
 
 
-def class_balancing_weights(labels: torch.Tensor, num_classes: int, ignore_index: int = 255) -> torch.Tensor:
+def class_balancing_weights(labels: torch.Tensor, num_classes: int, ignore_index: int = 255,
+                            dont_care_class: int | None = None) -> torch.Tensor:
     """OASIS's per-pixel class weights of a batch (N x H x W float; ignored pixels 0).
 
     weight of a class c pixel = pixels / (present * pixels_c): `pixels` every pixel of the
     batch (ignored ones included, as OASIS's numel of the one-hot map over its channels),
     `present` the number of classes with at least one pixel, `pixels_c` class c's count. Every
-    present class then weighs the same in the sum: pixels / present.
+    present class then weighs the same in the sum: pixels / present. `dont_care_class`: weighs 0
+    and is left out of `present` (OASIS zeroes its count before counting the present classes).
     """
     valid = labels != ignore_index
     index = torch.where(valid, labels, torch.full_like(labels, num_classes))  # ignored -> spare slot
@@ -41,18 +48,21 @@ def class_balancing_weights(labels: torch.Tensor, num_classes: int, ignore_index
     counts = torch.zeros(num_classes + 1, dtype=torch.float32, device=labels.device)
     counts.scatter_add_(0, index.flatten(), torch.ones(index.numel(), dtype=torch.float32, device=labels.device))
     counts = counts[:num_classes]
+    if dont_care_class is not None:
+        counts[dont_care_class] = 0  # as absent: weight 0, not one of the present classes
     present = (counts > 0).sum()
     coefficients = torch.where(counts > 0, labels.numel() / (present * counts).clamp_min(1), torch.zeros_like(counts))
     coefficients = torch.cat([coefficients, coefficients.new_zeros(1)])  # the spare slot weighs 0
     return coefficients[index]
 
 
-def class_balanced_ce(logits: torch.Tensor, labels: torch.Tensor, ignore_index: int = 255) -> torch.Tensor:
+def class_balanced_ce(logits: torch.Tensor, labels: torch.Tensor, ignore_index: int = 255,
+                      dont_care_class: int | None = None) -> torch.Tensor:
     """Class-balanced CE towards the true classes: D's loss on real images, and the generator's
     adversarial loss on D(fake). num_classes = logits' channels - 1 (the last is "fake")."""
     num_classes = logits.shape[1] - 1
     labels = resize_labels(labels, logits.shape[-2:])
-    weights = class_balancing_weights(labels, num_classes, ignore_index)
+    weights = class_balancing_weights(labels, num_classes, ignore_index, dont_care_class)
     target = torch.where(labels == ignore_index, torch.zeros_like(labels), labels)  # weighed 0 below
     per_pixel = F.cross_entropy(logits.float(), target, reduction="none")
     return (per_pixel * weights).mean()
@@ -68,14 +78,16 @@ def fake_class_ce(logits: torch.Tensor, labels: torch.Tensor, ignore_index: int 
 
 
 def labelmix_mask(labels: torch.Tensor, num_classes: int, ignore_index: int = 255,
-                  generator: torch.Generator | None = None) -> torch.Tensor:
+                  generator: torch.Generator | None = None, per_image: bool = True) -> torch.Tensor:
     """N x 1 x H x W float of 0/1: each class region of each image (the ignored pixels as one
-    more region) is 1 (take the real image) or 0 (the fake) by a fair coin per image and class.
-    OASIS draws one coin per class for the whole batch; per image mixes more variety."""
+    more region) is 1 (take the real image) or 0 (the fake) by a fair coin per image and class,
+    or with `per_image=False` one coin per class shared by every image of the batch (OASIS's
+    models/models.py generate_labelmix, on each GPU's share of the batch)."""
     index = torch.where(labels == ignore_index, torch.full_like(labels, num_classes), labels)
-    coins = torch.randint(0, 2, (labels.shape[0], num_classes + 1), generator=generator,
+    draws = labels.shape[0] if per_image else 1
+    coins = torch.randint(0, 2, (draws, num_classes + 1), generator=generator,
                           device="cpu" if generator is not None else labels.device)
-    coins = coins.to(labels.device, dtype=torch.float32)
+    coins = coins.to(labels.device, dtype=torch.float32).expand(labels.shape[0], -1)
     return torch.gather(coins, 1, index.flatten(1)).view(labels.shape)[:, None]
 
 

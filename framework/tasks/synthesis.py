@@ -52,7 +52,12 @@ from framework.tasks.ema import EMA
 from framework.tasks.ema_batchnorm import BATCHES, EMABatchNorm, ReestimatedEMAState, check_batches
 from framework.tasks.labels_to_image import LabelsToImage
 from framework.tasks.parts import random_state, replaying
-from framework.tasks.synthesis_options import check_networks, check_options
+from framework.tasks.synthesis_options import (
+    check_dont_care_class,
+    check_labelmix_coin,
+    check_networks,
+    check_options,
+)
 from framework.visualization.palette import colorize, default_palette
 from framework.visualization.panels import side_by_side, stack_rows, write_named_pngs
 
@@ -67,6 +72,8 @@ class SemanticSynthesisTask(ReestimatedEMAState, GeneratorTask):
     gan_loss, d_weight, adv_weight, r1_weight, r1_interval, d_augment, feature_matching   the adversary's
     perceptual         null or {type: VGGPerceptualLoss, ...}: the fake against the real image
     labelmix_weight    OASIS's LabelMix consistency weight (10); 0: none. Needs gan_loss: oasis
+    labelmix_coin      image: each class region of each image real or fake by its own coin; batch: one coin
+                       per class for the (micro-)batch, as OASIS draws it on each GPU's share
     mode_seeking_weight   MSGAN's mode-seeking term's weight (MSGAN's 1; the OASIS-style config 0.03); 0: none. Needs noise
     mode_seeking_form  per_sample (a ratio per map, bounded: framework/losses/mode_seeking.py) or batch (MSGAN's)
     fresh_noise_for_g  G's step draws its fakes anew, with new noise (OASIS, SPADE); false: it reuses D's fakes
@@ -84,7 +91,7 @@ class SemanticSynthesisTask(ReestimatedEMAState, GeneratorTask):
     def __init__(self, generator: nn.Module, discriminator: nn.Module, num_classes: int, ignore_index: int = 255,
                  gan_loss="hinge", d_weight: float = 1.0, adv_weight: float = 1.0, r1_weight: float = 0.0,
                  r1_interval: int = 1, d_augment: nn.Module | None = None, feature_matching: nn.Module | None = None,
-                 perceptual: nn.Module | None = None, labelmix_weight: float = 0.0,
+                 perceptual: nn.Module | None = None, labelmix_weight: float = 0.0, labelmix_coin: str = "image",
                  mode_seeking_weight: float = 0.0, mode_seeking_form: str = "per_sample",
                  fresh_noise_for_g: bool = False, ema_decay: float | None = None, ema_start: int = 0,
                  ema_bn_batches: int = BATCHES, palette=None, instance_edges: bool = False):
@@ -95,7 +102,9 @@ class SemanticSynthesisTask(ReestimatedEMAState, GeneratorTask):
         self.num_classes, self.ignore_index = num_classes, ignore_index
         self.instance_edges = bool(instance_edges)
         check_networks(generator, discriminator, num_classes, self.adversary.loss.reads_labels, self.instance_edges)
+        check_dont_care_class(self.adversary.loss, num_classes)
         self.labelmix_weight = check_weight("labelmix_weight", labelmix_weight)
+        self.labelmix_coin = check_labelmix_coin(labelmix_coin)
         self.mode_seeking_weight = check_weight("mode_seeking_weight", mode_seeking_weight)
         self.mode_seeking_form = check_form(mode_seeking_form)
         check_options(generator, self.adversary.loss.reads_labels, self.labelmix_weight, self.mode_seeking_weight,
@@ -202,7 +211,7 @@ class SemanticSynthesisTask(ReestimatedEMAState, GeneratorTask):
         def labelmix(real_output, fake_output) -> dict:
             """OASIS's LabelMix: D on a region-by-region mixture of the real and the fake image must
             give the same mixture of its outputs on each (D's outputs reused, one more pass)."""
-            mask = labelmix_mask(labels, self.num_classes, self.ignore_index)
+            mask = labelmix_mask(labels, self.num_classes, self.ignore_index, per_image=self.labelmix_coin == "image")
             mixed_output = self.discriminator(labelmix_images(mask, real, fake))
             return {"loss_d_labelmix": labelmix_consistency(mixed_output, real_output, fake_output, mask, labels,
                                                             self.ignore_index, self.labelmix_weight)}

@@ -36,3 +36,22 @@ def check_options(generator: nn.Module, reads_labels: bool, labelmix_weight: flo
     if instance_edges and ema_decay is not None and ema_bn_batches:
         raise ValueError("ema_bn_batches: the EMA's statistics are re-estimated from label maps alone, without "
                          "their instance edges; set ema_bn_batches: 0 with instance_edges")
+
+
+def check_dont_care_class(loss: nn.Module, num_classes: int) -> None:
+    """A loss's don't-care class (OASISLoss's dont_care_class) is one of the task's classes."""
+    dont_care = getattr(loss, "dont_care_class", None)
+    if dont_care is not None and dont_care >= num_classes:
+        raise ValueError(f"gan_loss.dont_care_class: {dont_care} is not one of the task's {num_classes} classes "
+                         f"(0..{num_classes - 1})")
+
+
+LABELMIX_COINS = ("image", "batch")
+
+
+def check_labelmix_coin(value) -> str:
+    """`labelmix_coin`: a coin per image and class (image) or per class for the batch (batch, OASIS's)."""
+    if value not in LABELMIX_COINS:
+        raise ValueError(f"labelmix_coin: expected image (a coin per image and class) or batch (a coin per class "
+                         f"for the whole batch, OASIS's), got {value!r}")
+    return value

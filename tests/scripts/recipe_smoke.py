@@ -7,7 +7,7 @@ batch holds), then tools/analyze_model.py at the paper's resolution. Too slow fo
 
 What changes from the config as shipped, and why: `data.train.dataset.root` (the fixture tree),
 no worker processes (the timing is the step's, not the loader's), no evaluation (the metrics need
-a trained judge), checkpoints at iteration 2 (saving is part of the run), and no downloaded weights
+a trained judge; the FID of the OASIS recipes' best checkpoint, a local Inception file), checkpoints at iteration 2 (saving is part of the run), and no downloaded weights
 (the VGG19 of the perceptual losses random, the DeepLabV3+ encoder from scratch; the shapes and
 the FLOPs are the same). Seconds per iteration are the logger's `time` of iteration 2, on whatever
 else the machine is running: the load average is printed beside them.
@@ -32,7 +32,7 @@ from test_recipe_cards import RECIPE_CONFIGS  # noqa: E402
 
 from framework.config import load_config, to_plain  # noqa: E402
 from framework.data.published.fixture_trees import write_fixture_tree  # noqa: E402
-from published_fixtures import LAYOUT_OF  # noqa: E402
+from published_fixtures import LAYOUT_OF, without_inception_metrics  # noqa: E402
 
 # The paper's resolution of each recipe (height, width): what analyze_model measures at.
 RESOLUTION = {"spade_cityscapes": (256, 512), "spade_ade20k": (256, 256), "oasis_cityscapes": (256, 512),
@@ -54,6 +54,7 @@ def shipped_changes(plain: dict, tmp: Path) -> list[str]:
     changes = [f"data.train.dataset.root={root}", "data.train.num_workers=0", "data.val.num_workers=0",
                "train.max_iters=2", "train.val_interval=0", "train.val_at_start=false", "train.ckpt_interval=2",
                "train.log_interval=1", "loggers=[]", "device=cpu"]
+    changes += without_inception_metrics(plain)
     if task.get("perceptual"):
         changes.append("task.perceptual.weights=random")
     if "encoder_weights" in task.get("model", {}):
