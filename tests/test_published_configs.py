@@ -44,7 +44,7 @@ def test_make_fixture_dataset_writes_facades_and_horse2zebra_as_published(tmp_pa
     assert Image.open(tmp_path / "facades/train/1.jpg").size == (64, 32)  # A | B side by side
     result = call_tool("make_fixture_dataset", "--layout", "horse2zebra", tmp_path / "h2z", "--samples", "2")
     assert result.returncode == 0, result.stderr
-    counts = {folder.name: len(list(folder.glob("*.jpg"))) for folder in (tmp_path / "h2z").iterdir()}
+    counts = {folder.name: len(list(folder.glob("*.jpg"))) for folder in (tmp_path / "h2z").iterdir() if folder.is_dir()}
     assert counts == {"trainA": 2, "trainB": 3, "testA": 2, "testB": 3}
     assert sorted(p.name for p in (tmp_path / "h2z/trainA").iterdir()) == ["n02381460_1.jpg", "n02381460_11.jpg"]
 
