@@ -46,10 +46,9 @@ def run_compare(configs: list[Path], seeds: list[int], work_dir: Path, core: int
     command = [sys.executable, str(REPO / "tools/compare.py"), "--configs", *map(str, configs),
                "--seeds", *map(str, seeds), "--metric", "Diversity", "--work-dir", str(work_dir)]
     log(" ".join(command))
-    done = subprocess.run(command, preexec_fn=lambda: os.sched_setaffinity(0, {core}),
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    tail = done.stdout.strip().splitlines()
-    log("\n".join(line for line in tail if "seed" in line and ("finished" in line or "failed" in line)) or tail[-1])
+    sys.stdout.flush()
+    # its lines go to this process's output as they come (where each run is, in the protocol's log)
+    done = subprocess.run(command, preexec_fn=lambda: os.sched_setaffinity(0, {core}))
     return done.returncode
 
 

@@ -20,6 +20,7 @@ from . import judge as judges
 from . import plain_papers
 
 CHECKPOINT_EVERY = 250
+LOG_EVERY = 50
 
 
 def write_json(path: Path, data: dict) -> None:
@@ -105,6 +106,7 @@ def plain_unit(variant: str, bf16: bool, seed: int, data: tuple, classes: int, i
             torch.save({**saved, "iteration": state["iteration"], "seconds": seconds, "rng": torch.get_rng_state()},
                        folder / "state.tmp")
             os.replace(folder / "state.tmp", checkpoint)
+        if state["iteration"] % LOG_EVERY == 0 or state["iteration"] == iters:
             log(f"  iteration {state['iteration']}/{iters}, {seconds / state['iteration']:.2f} s/iter")
     result = {"live": score_draws(judge, [plain_papers.draw(state["G"], val_masks, classes, k) for k in (0, 1)],
                                   val_masks, classes),
