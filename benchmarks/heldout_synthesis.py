@@ -92,7 +92,7 @@ def run_family_seed(args, work_dir: Path, name: str, seed: int, settings: dict) 
         report.write_report(work_dir, args.families, families.HELD_OUT, settings)
 
     batch = 16 if family.size <= 64 else 8  # the judge sees the same pixels per step at 128
-    unit("judge", lambda: units.judge_unit(root, results.parent, classes, args.judge_iters, batch))
+    unit("judge", lambda: units.judge_unit(root, results.parent, classes, args.judge_iters, batch, log))
     trained_judge = units.load_judge(results.parent, classes)
     val_names, _, val_masks = judge.read_split(root, "val")
     configs = [config_runs.retargeted_config(c, family, root, args.iters, work_dir / name / "configs")

@@ -34,15 +34,18 @@ def make_judge(classes: int) -> torch.nn.Module:
     return SegUNet(in_ch=3, classes=classes, width=16, levels=3)  # 16..128 channels, as the issue's judge
 
 
-def train_judge(root, classes: int, iters: int, seed: int = 0, batch: int = 16) -> torch.nn.Module:
-    """The judge trained `iters` iterations on the real train photos (the plain script's loop and settings)."""
+def train_judge(root, classes: int, iters: int, seed: int = 0, batch: int = 16, log=None) -> torch.nn.Module:
+    """The judge trained `iters` iterations on the real train photos (the plain script's loop and
+    settings); `log(line)` hears the loss every 100 iterations."""
     torch.manual_seed(seed)
     _, images, masks = read_split(root, "train")
     model = make_judge(classes)
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=1e-4)
     steps = training_steps(images, masks, model, optimizer, min(batch, len(images)), torch.device("cpu"))
-    for _ in range(iters):
-        next(steps)
+    for iteration in range(1, iters + 1):
+        loss = next(steps)
+        if log and iteration % 100 == 0:
+            log(f"  judge iteration {iteration}/{iters}, loss {loss.item():.3f}")
     return model.eval()
 
 

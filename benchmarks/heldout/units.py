@@ -45,9 +45,9 @@ def load_judge(folder: Path, classes: int):
     return model.eval()
 
 
-def judge_unit(root: Path, folder: Path, classes: int, iters: int, batch: int) -> dict:
+def judge_unit(root: Path, folder: Path, classes: int, iters: int, batch: int, log=None) -> dict:
     start = time.perf_counter()
-    model = judges.train_judge(root, classes, iters, batch=batch)
+    model = judges.train_judge(root, classes, iters, batch=batch, log=log)
     seconds = time.perf_counter() - start
     torch.save(model.state_dict(), folder / "judge.pth")
     _, images, masks = judges.read_split(root, "val")
