@@ -6,7 +6,7 @@ trained on the same photos in float32 and bfloat16; every generator's fakes of t
 scored by the family's judge. One command:
 
     python benchmarks/heldout_synthesis.py --work-dir DIR [--quick] [--families ...] [--seeds 0 1 2]
-                                           [--iters 2000] [--judge-iters 1000] [--core N]
+                                           [--iters 2000] [--judge-iters 1000] [--configs A.yaml ...] [--core N]
 
 Work, most informative first: for each seed, for each family (gratings, the held-out blobs,
 bands128): the family's folder (once), its judge (once), both configs at that seed, then the
@@ -48,8 +48,14 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--seeds", nargs="+", type=int, help="default 0 1 2 (quick: 0)")
     parser.add_argument("--iters", type=int, help="GAN iterations (default 2000; quick 40)")
     parser.add_argument("--judge-iters", type=int, help="judge iterations (default 1000; quick 150)")
+    parser.add_argument("--configs", nargs="+", type=Path, default=config_runs.CONFIGS, metavar="YAML",
+                        help="synthesis configs to retarget and train (default: the shipped textures configs); "
+                             "an ablation gives variants of them, each by a name of its own")
     parser.add_argument("--core", type=int, default=max(os.sched_getaffinity(0)), help="the core the runs use")
     args = parser.parse_args(argv)
+    stems = [path.stem for path in args.configs]
+    if len(set(stems)) < len(stems) or any(not path.is_file() for path in args.configs):
+        parser.error("--configs: existing files with distinct names (a run is named by its config's name)")
     args.families = args.families or (["gratings"] if args.quick else ORDER)
     args.seeds = args.seeds if args.seeds is not None else ([0] if args.quick else [0, 1, 2])
     args.iters = args.iters or (40 if args.quick else 2000)
@@ -99,7 +105,7 @@ def run_family_seed(args, work_dir: Path, name: str, seed: int, settings: dict) 
     if args.quick:  # scoring 200 maps x 4 draws per generator would be most of the quick run's time
         val_names, val_masks = val_names[:QUICK_VAL_MAPS], val_masks[:QUICK_VAL_MAPS]
     configs = [config_runs.retargeted_config(c, family, root, args.iters, work_dir / name / "configs")
-               for c in config_runs.CONFIGS]
+               for c in args.configs]
     compare_dir = work_dir / name / "compare"
     if not all((results / f"{c.stem}_seed{seed}.json").is_file() for c in configs):
         seeds = [s for s in args.seeds if s <= seed]  # the report of tools/compare.py grows seed by seed

@@ -140,3 +140,21 @@ def test_the_report_gives_mean_and_sd_per_generator_and_sets_the_held_out_family
     assert "## blobs (held out" in text and "## gratings\n" in text
     assert "judge: runs in progress" in text  # bands128: nothing measured yet
     assert json.loads(data.read_text())["families"]["blobs"]["rows"]["oasis_textures (live)"]["seeds"] == [0, 1]
+
+
+@pytest.mark.parametrize("shipped, discriminator", [("oasis_textures", {"num_classes": 7}),
+                                                    ("spade_textures", {"in_channels": 9})])
+def test_a_shipped_config_is_retargeted_to_a_family_folder(tmp_path, shipped, discriminator):
+    from benchmarks.heldout.config_runs import REPO, retargeted_config
+    from framework.config.loading import load_config
+
+    family = families.FAMILIES["blobs"]  # 6 classes
+    root = families.write_family("blobs", tmp_path / "blobs", train=2, val=1)
+    path = retargeted_config(REPO / f"configs/synthesis/{shipped}.yaml", family, root, 40, tmp_path / "configs")
+    cfg = load_config(path)
+    assert cfg.task.num_classes == cfg.task.generator.num_classes == 6
+    assert {key: cfg.task.discriminator[key] for key in discriminator} == discriminator
+    assert cfg.data.val.dataset.type == "VOCSegmentation" and cfg.data.val.dataset.split == "val"
+    assert list(cfg.data.train.dataset.classes) == family.class_names and cfg.data.train.dataset.root == str(root)
+    assert [m.type for m in cfg.metrics] == ["Diversity"] and cfg.train.max_iters == cfg.train.val_interval == 40
+    assert cfg.task.ema_decay == 0.99 and cfg.optimizers.generator.lr == 1e-4  # the shipped settings stay

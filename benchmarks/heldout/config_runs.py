@@ -18,16 +18,20 @@ import numpy as np
 import torch
 
 REPO = Path(__file__).resolve().parents[2]
-CONFIGS = {"oasis_textures": REPO / "configs/synthesis/oasis_textures.yaml",
-           "spade_textures": REPO / "configs/synthesis/spade_textures.yaml"}
+CONFIGS = [REPO / "configs/synthesis/oasis_textures.yaml", REPO / "configs/synthesis/spade_textures.yaml"]
 
 
-def retargeted_config(name: str, family, root: Path, iters: int, folder: Path) -> Path:
-    """Write <folder>/<name>.yaml: the shipped config `name` on the family's folder."""
+def retargeted_config(source: Path, family, root: Path, iters: int, folder: Path) -> Path:
+    """Write <folder>/<source's name>.yaml: the synthesis config `source` (the shipped ones, or a
+    variant of them an ablation writes) on the family's folder."""
+    from framework.config.loading import load_config
+
     classes = len(family.classes)
+    shipped = load_config(source).task.discriminator
+    # OASIS's segmenter D has a class per output plus "fake"; SPADE's sees the one-hot map and the image
+    discriminator = {"num_classes": classes + 1} if "num_classes" in shipped else {"in_channels": classes + 3}
     dataset = {"type": "VOCSegmentation", "root": str(root), "classes": family.class_names}
-    discriminator = {"num_classes": classes + 1} if name.startswith("oasis") else {"in_channels": classes + 3}
-    config = {"_base_": [str(CONFIGS[name])],
+    config = {"_base_": [str(Path(source).resolve())],
               "task": {"num_classes": classes, "discriminator": discriminator,
                        "generator": {"num_classes": classes, "image_size": family.size}},
               "data": {"train": {"dataset": {**dataset, "split": "train"}},
@@ -36,7 +40,7 @@ def retargeted_config(name: str, family, root: Path, iters: int, folder: Path) -
               "train": {"max_iters": iters, "val_interval": iters, "ckpt_interval": min(250, iters),
                         "best_metric": "Diversity", "best_mode": "max"}}
     folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{name}.yaml"
+    path = folder / f"{Path(source).stem}.yaml"
     path.write_text(json.dumps(config, indent=1) + "\n")  # JSON is YAML
     return path
 
