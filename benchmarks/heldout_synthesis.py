@@ -8,9 +8,10 @@ scored by the family's judge. One command:
     python benchmarks/heldout_synthesis.py --work-dir DIR [--quick] [--families ...] [--seeds 0 1 2]
                                            [--iters 2000] [--judge-iters 1000] [--configs A.yaml ...] [--core N]
 
-Work, most informative first: for each seed, for each family (gratings, the held-out blobs,
-bands128): the family's folder (once), its judge (once), both configs at that seed, then the
-plain scripts (float32, then bfloat16). Each unit ends in DIR/<family>/results/<unit>.json and
+Work, most informative first: seed by seed the 64 px families (gratings, then the held-out
+blobs), then seed by seed the 128 px bands128; for each, the family's folder (once), its judge
+(once), the configs at that seed, then the plain scripts (the issue's bare OASIS in float32 and
+bfloat16, SPADE's, the paper's OASIS, then the rest in bfloat16). Each unit ends in DIR/<family>/results/<unit>.json and
 DIR/report.md and report.json are rewritten after each one; rerunning the same command skips
 what is done and resumes the runs that were cut short (tools/compare.py's runs and the plain
 scripts' from their last checkpoint). Every training process runs alone, on one core, one thread.
@@ -35,7 +36,10 @@ from benchmarks.heldout import config_runs, families, judge, report, units  # no
 from framework.errors import ConfigError  # noqa: E402
 
 ORDER = ["gratings", families.HELD_OUT, "bands128"]
-PLAIN = [(variant, bf16) for bf16 in (False, True) for variant in ("oasis_bare", "spade_paper", "oasis_paper")]
+# The issue's plain script (OASIS without LabelMix and EMA, float32) and its bf16 twin first: together
+# they say what the precision alone does; then SPADE's and the paper's full OASIS.
+PLAIN = [("oasis_bare", False), ("oasis_bare", True), ("spade_paper", False), ("oasis_paper", False),
+         ("spade_paper", True), ("oasis_paper", True)]
 SETTINGS_FILE = "settings.json"
 QUICK_VAL_MAPS = 50
 
@@ -61,6 +65,15 @@ def parse_args(argv=None) -> argparse.Namespace:
     args.iters = args.iters or (40 if args.quick else 2000)
     args.judge_iters = args.judge_iters or (150 if args.quick else 1000)
     return args
+
+
+def schedule(names: list[str], seeds: list[int]) -> list[tuple[int, str]]:
+    """(seed, family) in the order they run: the 64 px families seed by seed (every family's seed 0
+    first), then the 128 px ones, four times dearer an iteration, seed by seed."""
+    by_size = sorted(names, key=lambda name: families.FAMILIES[name].size)  # stable: keeps ORDER within a size
+    sizes = sorted({families.FAMILIES[name].size for name in names})
+    return [(seed, name) for size in sizes for seed in seeds
+            for name in by_size if families.FAMILIES[name].size == size]
 
 
 def claim_work_dir(work_dir: Path, settings: dict) -> None:
@@ -137,9 +150,8 @@ def main(argv=None) -> int:
         torch.set_num_threads(1)
         os.sched_setaffinity(0, {args.core})
         log(f"work dir {work_dir}, families {args.families}, seeds {args.seeds}, {args.iters} iterations, core {args.core}")
-        for seed in args.seeds:
-            for name in args.families:
-                run_family_seed(args, work_dir, name, seed, settings)
+        for seed, name in schedule(args.families, args.seeds):
+            run_family_seed(args, work_dir, name, seed, settings)
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

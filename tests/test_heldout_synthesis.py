@@ -158,3 +158,11 @@ def test_a_shipped_config_is_retargeted_to_a_family_folder(tmp_path, shipped, di
     assert list(cfg.data.train.dataset.classes) == family.class_names and cfg.data.train.dataset.root == str(root)
     assert [m.type for m in cfg.metrics] == ["Diversity"] and cfg.train.max_iters == cfg.train.val_interval == 40
     assert cfg.task.ema_decay == 0.99 and cfg.optimizers.generator.lr == 1e-4  # the shipped settings stay
+
+
+def test_the_64_px_families_run_seed_by_seed_before_the_128_px_one():
+    from benchmarks.heldout_synthesis import ORDER, schedule
+
+    order = schedule(ORDER, [0, 1])
+    assert order[:4] == [(0, "gratings"), (0, "blobs"), (1, "gratings"), (1, "blobs")]
+    assert order[4:] == [(0, "bands128"), (1, "bands128")]
