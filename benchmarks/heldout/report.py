@@ -51,6 +51,8 @@ def family_table(name: str, entry: dict) -> list[str]:
         ratios = [r for r in row["ratio"] if r is not None]
         lines.append(f"| {generator} | {mean_sd(row['mIoU'])} | {mean_sd(ratios)} | {mean_sd(row['diversity'])} "
                      f"| {', '.join(map(str, row['seeds']))} |")
+    if not entry["rows"]:
+        lines.append("| runs in progress | | | | |")
     return lines
 
 
