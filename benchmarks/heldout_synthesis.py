@@ -11,15 +11,15 @@ scored by the family's judge. One command:
 Work, most informative first: seed by seed the 64 px families (gratings, then the held-out
 blobs), then seed by seed the 128 px bands128; for each, the family's folder (once), its judge
 (once), the configs at that seed, then the plain scripts (the issue's bare OASIS in float32 and
-bfloat16, SPADE's, the paper's OASIS, then the rest in bfloat16). Each unit ends in DIR/<family>/results/<unit>.json and
-DIR/report.md and report.json are rewritten after each one; rerunning the same command skips
+bfloat16, SPADE's, the paper's OASIS, then the rest in bfloat16). Each unit ends in
+DIR/<family>/results/<unit>.json and DIR/report.md and report.json are rewritten after each one; rerunning the same command skips
 what is done and resumes the runs that were cut short (tools/compare.py's runs and the plain
 scripts' from their last checkpoint). Every training process runs alone, on one core, one thread.
 
 --quick: one family (gratings), seed 0, 40 GAN iterations, a judge of 150, fakes of the first 50
-val maps scored: the whole chain in minutes (its numbers say nothing about the methods). The full protocol (3 families x 3 seeds x
-(2 configs + 6 plain runs) of 2000 iterations, 3 judges of 1000) takes days on one core: see
-docs/semantic-synthesis.md for the measured time.
+val maps scored: the whole chain in minutes (its numbers say nothing about the methods). The full
+protocol (3 families x 3 seeds x (2 configs + 6 plain runs) of 2000 iterations, 3 judges of 1000)
+takes days on one core: see docs/semantic-synthesis.md for the measured times.
 """
 
 import argparse
