@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from benchmarks.folder_data import make_voc
+from benchmarks.helpers.folder_data import make_voc
 from framework.data.cache import auto_budget_mb, cache_in_memory
 from framework.data.loader import auto_workers, build_dataloader
 from framework.data.shapes import SyntheticShapes

@@ -1,4 +1,4 @@
-"""benchmarks/gpu_check.py, the one command a GPU machine runs: without CUDA it says so in one line,
+"""benchmarks/gpu/gpu_check.py, the one command a GPU machine runs: without CUDA it says so in one line,
 lists its plan and exits non-zero having written nothing; `--dry-run` prints the plan; with a GPU
 (faked here) every step runs within its own budget, a failing or overlong step is recorded and the
 next still runs, and the JSON and markdown report hold every step."""
@@ -15,9 +15,9 @@ import torch
 from support import REPO
 
 sys.path.insert(0, str(REPO))
-from benchmarks import gpu_check  # noqa: E402
+from benchmarks.gpu import gpu_check  # noqa: E402
 
-SCRIPT = REPO / "benchmarks/gpu_check.py"
+SCRIPT = REPO / "benchmarks/gpu/gpu_check.py"
 STEP_NAMES = ["cuda_tests", "amp_gan", "speed", "two_processes"]
 
 
@@ -113,7 +113,7 @@ SMALL_PIX2PIX = ["task.generator.num_downs=5", "task.generator.base_channels=8",
 def test_the_amp_step_on_the_cpu_an_overflow_skips_only_its_optimizers_step(tmp_path):
     """The `amp_gan` step's overflow check, float16 with a GradScaler on the CPU: an infinite
     gradient planted in G's parameters skips G's step and not D's, and the other way round."""
-    from benchmarks import gpu_amp_gan
+    from benchmarks.gpu import gpu_amp_gan
 
     out = tmp_path / "amp_gan.json"
     status = gpu_amp_gan.main(["--device", "cpu", "--tasks", "pix2pix", "--checks", "overflow", "--json", str(out),
@@ -129,7 +129,7 @@ def test_the_amp_step_on_the_cpu_an_overflow_skips_only_its_optimizers_step(tmp_
 
 
 def test_the_speed_step_on_the_cpu_writes_its_figures(tmp_path):
-    from benchmarks import gpu_speed
+    from benchmarks.gpu import gpu_speed
 
     out = tmp_path / "speed.json"
     gpu_speed.main(["--device", "cpu", "--cases", "pix2pix", "--variants", "float32", "--block", "1", "--rounds", "1",
@@ -145,7 +145,7 @@ def test_the_speed_step_on_the_cpu_writes_its_figures(tmp_path):
 def test_two_ranks_stop_at_the_first_failing_rank(tmp_path):
     """NCCL refusing a second rank on one GPU fails one rank and leaves the other in a collective:
     the attempt ends there, not at its timeout, and the fallback (gloo) gets the time."""
-    from benchmarks.gpu_two_processes import run_ranks
+    from benchmarks.gpu.gpu_two_processes import run_ranks
 
     rank_fails = python("import os, sys, time; time.sleep(60) if os.environ['RANK'] == '0' else sys.exit(3)")
     start = time.monotonic()

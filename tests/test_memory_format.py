@@ -100,7 +100,7 @@ def test_channels_last_computes_the_synthesis_configs_step_in_float32_alike(conf
     and each network's change to 2e-2 of its size. What parts them is float32 rounding: the
     generator's change parts by 1.7e-4 (OASIS-style) and 2.2e-3 (SPADE-style) at one thread, where
     a LeakyReLU input within rounding of zero takes the other branch in one format (one element of
-    1.4 million moves its layer's gradient by ~1e-3; benchmarks/channels_last_rounding.py). Without
+    1.4 million moves its layer's gradient by ~1e-3; benchmarks/studies/channels_last_rounding.py). Without
     such a flip the generator's gradient is 1e-6 from float64's in either format. A
     layout-dependent op (a `view` of memory, noise drawn `randn_like` an NHWC tensor) or other
     draws part them by the whole change."""

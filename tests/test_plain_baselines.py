@@ -19,8 +19,8 @@ import torch
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
-from benchmarks.folder_data import make_aligned_pairs, make_voc
-from benchmarks.in_process import BATCH
+from benchmarks.helpers.folder_data import make_aligned_pairs, make_voc
+from benchmarks.release.in_process import BATCH
 from framework.config import load_config, to_plain
 from framework.registry import MODELS
 from framework.runtime.precision import cpu_has_native_bf16
@@ -205,9 +205,9 @@ def test_plain_scripts_train_under_bf16_autocast(script, variant, float32_runs, 
 
 @pytest.mark.parametrize("case", ["segmentation", "pix2pix", "oasis", "spade"])
 def test_in_process_benchmark_trains_both_loops_alike(case):
-    # benchmarks/in_process.py drives the plain script's loop and the framework's Trainer block by
+    # benchmarks/release/in_process.py drives the plain script's loop and the framework's Trainer block by
     # block; each must really train every block's iterations, or its time per iteration is not one.
-    result = subprocess.run([sys.executable, REPO / "benchmarks/in_process.py", "--case", case, "--block", "1",
+    result = subprocess.run([sys.executable, REPO / "benchmarks/release/in_process.py", "--case", case, "--block", "1",
                              "--rounds", "2", "--images", "16"], cwd=REPO, capture_output=True, text=True,
                             timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert result.returncode == 0, result.stderr

@@ -7,7 +7,7 @@ import json
 import subprocess
 import sys
 
-from benchmarks.startup import UNUSED
+from benchmarks.release.startup import UNUSED
 from support import REPO, TINY_UNET, call_tool, run_forked_ranks, run_forked_tool
 
 HEAVY = ("torch", "torchvision", "albumentations", "tensorboard", "torch.utils.tensorboard")

@@ -1,6 +1,6 @@
 """The training loop's per-iteration cost beyond a hand-written loop, counted (not timed, so the test
 holds on a loaded machine): the tensor operations the framework's Trainer adds per iteration on the
-near-zero-compute networks of benchmarks/fixed_cost.py (benchmarks/step_profile.py prints them all).
+near-zero-compute networks of benchmarks/release/fixed_cost.py (benchmarks/studies/step_profile.py prints them all).
 
 No host sync per iteration (`aten._local_scalar_dense`: `.item()`, `float(t)`, `bool(t)`) outside the
 log interval, except the one the CPU's cross-entropy reads by design (losses/segmentation.py
@@ -9,7 +9,7 @@ log interval, except the one the CPU's cross-entropy reads by design (losses/seg
 import pytest
 import torch
 
-from benchmarks.step_profile import CASES, aten_ops
+from benchmarks.studies.step_profile import CASES, aten_ops
 
 SYNC = "aten._local_scalar_dense.default"
 STEPS = 100  # two log iterations (interval 50): their reads are 0.02 per iteration each

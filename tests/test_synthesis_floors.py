@@ -1,4 +1,4 @@
-"""benchmarks/synthesis_floors.py at a tiny size: the class-mean painting against class means
+"""benchmarks/quality/synthesis_floors.py at a tiny size: the class-mean painting against class means
 computed here by hand, the floors' numbers against SegmenterScore run directly on the same
 images, and L1 training that lowers the L1 loss."""
 
@@ -13,7 +13,7 @@ import torch.nn.functional as F
 import yaml
 
 import projects.pix2pix  # noqa: F401  (registers UNetGenerator)
-from benchmarks import synthesis_floors as floors
+from benchmarks.quality import synthesis_floors as floors
 from framework.checkpoint.files import save_checkpoint
 from framework.config import load_config, to_plain
 from framework.data import SyntheticTextures

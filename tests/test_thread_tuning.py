@@ -1,7 +1,7 @@
 """Fewer threads while the machine is busy (issue 53, item 2): the probe's decisions on given
 iteration times, and a real run whose iterations take the counts the probe plans (a recording
 hook reads torch's count before each iteration). Whether fewer threads are faster under load is
-measured by benchmarks/shared_machine.py, not here: the load of a test machine is not ours to set."""
+measured by benchmarks/release/shared_machine.py, not here: the load of a test machine is not ours to set."""
 
 import pytest
 import torch

@@ -1,5 +1,5 @@
 """A researcher's own script up to the end of its first training step, the start-up baseline of
-benchmarks/speed.py: the Quickstart's UNet (channels_last), a fused AdamW, one batch of 8 random
+benchmarks/release/speed.py: the Quickstart's UNet (channels_last), a fused AdamW, one batch of 8 random
 64x64 images and masks, one step. Its time after `import torch` is what any PyTorch script pays
 before training starts (torch imports torch._dynamo when the first optimizer is built).
 

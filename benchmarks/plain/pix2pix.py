@@ -1,4 +1,4 @@
-"""A researcher's own pix2pix script, the baseline of benchmarks/speed.py: decode a folder of
+"""A researcher's own pix2pix script, the baseline of benchmarks/release/speed.py: decode a folder of
 A|B JPEG pairs into memory once, then train pix2pix's U-Net generator and PatchGAN (benchmarks/plain/networks.py, written apart from
 the framework's; the benchmark config's architecture) with the paper's losses: D on real
 and detached fake pairs, then G (D's parameters frozen) with the adversarial and 100 x L1 terms.
@@ -49,7 +49,7 @@ def set_requires_grad(network, flag):
 
 def build(root, device, seed=0, channels_last=False, compile=False):
     """The decoded pairs, the two networks and their optimizers; the networks' weights NHWC and
-    compiled when asked, as the framework's `channels_last` and `compile` do (benchmarks/gpu_speed.py)."""
+    compiled when asked, as the framework's `channels_last` and `compile` do (benchmarks/gpu/gpu_speed.py)."""
     torch.manual_seed(seed)
     inputs, targets = (t.to(device) for t in load_pairs(os.path.join(root, "train")))  # on a GPU: once
     # the networks of projects/pix2pix/configs/pix2pix_shapes.yaml (instance norm), written apart

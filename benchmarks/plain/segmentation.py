@@ -1,4 +1,4 @@
-"""A researcher's own segmentation script, the baseline of benchmarks/speed.py: decode a VOC-layout
+"""A researcher's own segmentation script, the baseline of benchmarks/release/speed.py: decode a VOC-layout
 folder into memory once, then loop over contiguous NCHW tensors with random flips, AdamW and
 cross-entropy on its own U-Net (benchmarks/plain/networks.py: the framework's Quickstart UNet, written apart). The optimizer
 is fused, as the framework's default is, so the ratio measures the framework, not the kernel.
@@ -45,7 +45,7 @@ def random_flips(images, masks):
 
 def build(root, device, seed=0, channels_last=False, compile=False):
     """The decoded folder, the network and its optimizer; the network's weights NHWC and compiled
-    when asked, as the framework's `channels_last` and `compile` do (benchmarks/gpu_speed.py)."""
+    when asked, as the framework's `channels_last` and `compile` do (benchmarks/gpu/gpu_speed.py)."""
     torch.manual_seed(seed)
     images, masks = (t.to(device) for t in load_voc(root))  # on a GPU: the whole folder, once
     model = SegUNet(in_ch=3, classes=4, width=16, levels=3).to(device)

@@ -1,6 +1,6 @@
-"""A researcher's own semantic-synthesis script, the baseline of benchmarks/in_process.py's
+"""A researcher's own semantic-synthesis script, the baseline of benchmarks/release/in_process.py's
 `--case oasis` and `--case spade`: decode a VOC-layout folder of texture scenes
-(benchmarks/folder_data.py, `make_voc(..., scenes="textures")`) into memory once, then train
+(benchmarks/helpers/folder_data.py, `make_voc(..., scenes="textures")`) into memory once, then train
 OASIS's SPADE generator with 3D noise (benchmarks/plain/networks.py, written apart from the
 framework's) against
 - `--variant oasis` (configs/synthesis/oasis_textures.yaml): a UNet segmenter D without norm,

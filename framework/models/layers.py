@@ -13,7 +13,7 @@ def build_norm(norm: str, channels: int) -> nn.Module:
     "gn" uses the largest group count <= 32 that divides `channels` (32 for the usual
     power-of-two widths), so any width works. "in" is InstanceNorm2d without a learned scale
     and shift, as in the official pix2pix/CycleGAN code (slightly faster too, see
-    benchmarks/gan_networks.py); "in_affine" adds them.
+    benchmarks/helpers/gan_networks.py); "in_affine" adds them.
     """
     if norm == "bn":
         return nn.BatchNorm2d(channels)

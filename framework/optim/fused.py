@@ -2,7 +2,7 @@
 SGD with momentum under float16's GradScaler.
 
 The fused kernel does the whole update in one pass: an AdamW step over EncoderUNet-resnet18's
-14.3M parameters takes 7 ms instead of 34 on 2 CPU cores (benchmarks/fused_optim.py).
+14.3M parameters takes 7 ms instead of 34 on 2 CPU cores (benchmarks/studies/fused_optim.py).
 
 A GradScaler hands a fused optimizer its overflow flag instead of skipping the step itself.
 torch's fused SGD then allocates its momentum buffers (`torch.empty_like`) at a skipped first

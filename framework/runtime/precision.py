@@ -78,7 +78,7 @@ def describe(amp: dict, device: torch.device, dtype: torch.dtype | None) -> str:
 
 
 # Measured with oneDNN capped below its bf16 instructions (ONEDNN_MAX_CPU_ISA=AVX2, what an AVX2-only
-# CPU runs): the pix2pix pair's step took 8.5-9.4x its float32 time (benchmarks/onednn_breakdown.py,
+# CPU runs): the pix2pix pair's step took 8.5-9.4x its float32 time (benchmarks/studies/onednn_breakdown.py,
 # docs/performance.md).
 EMULATED_BF16_SLOWDOWN = "8.5-9.4x"
 
@@ -105,10 +105,10 @@ def emulated_bf16_warning(device: torch.device, dtype: torch.dtype | None, flags
 #   (G+D step at batch 32 on 2 cores: 29.5 -> 24.4 ms with NHWC on an AVX-512 Xeon, 48.5 -> 53.4
 #   and 55.2 -> 65.3 ms on an AVX2-only EPYC), so `dcgan_shapes.yaml` uses it. It is not a rule
 #   for every network: the Quickstart UNet trains x1.25-1.6 faster in NHWC on AVX-512 and x1.3 on
-#   the AVX2 EPYC, so its config says `true` (`benchmarks/channels_last.py`,
-#   `benchmarks/gan_networks.py`, docs/performance.md). The synthesis configs' networks follow the
+#   the AVX2 EPYC, so its config says `true` (`benchmarks/studies/channels_last.py`,
+#   `benchmarks/helpers/gan_networks.py`, docs/performance.md). The synthesis configs' networks follow the
 #   rule: an iteration takes 20% (OASIS-style) and 16% (SPADE-style) less time in NHWC under
-#   bfloat16 on AVX-512, and the same with AVX2 (`benchmarks/in_process.py ... channels_last=true`
+#   bfloat16 on AVX-512, and the same with AVX2 (`benchmarks/release/in_process.py ... channels_last=true`
 #   against the plain NCHW script). An `ONEDNN_MAX_CPU_ISA` below AVX-512 (as
 #   the AVX2 benchmark columns set it) counts as no AVX-512: oneDNN runs the convolutions.
 

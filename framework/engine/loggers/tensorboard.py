@@ -26,7 +26,7 @@ class TensorBoardLogger(RunLogger):
         purge_step = resumed_iter + 1 if resumed_iter is not None else None
         # max_queue: the writer thread's queue of serialized events. At its default of 10, logging a
         # GAN's 20 scalars at once waited on that thread: 0.63-0.66 ms per log line in the training
-        # loop, 0.25 with room for them (benchmarks/tensorboard_queue.py). flush() and close()
+        # loop, 0.25 with room for them (benchmarks/studies/tensorboard_queue.py). flush() and close()
         # still wait until every queued event is written.
         self.writer = SummaryWriter(str(work_dir / "tensorboard"), purge_step=purge_step, max_queue=1000)
         if resumed_iter is None:
