@@ -1,4 +1,4 @@
-"""The held-out synthesis protocol's parts at toy size (benchmarks/heldout_synthesis.py): the scene
+"""The held-out synthesis protocol's parts at toy size (benchmarks/quality/heldout_synthesis.py): the scene
 families on disk as the framework's VOCSegmentation reads them, their class frequencies, the
 refusal of folders they did not write, the judge's mIoU, the plain scripts' resumption and the report."""
 
@@ -12,8 +12,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.heldout import families, judge, report, units  # noqa: E402
-from benchmarks.heldout_synthesis import claim_work_dir  # noqa: E402
+from benchmarks.quality.heldout import families, judge, report, units  # noqa: E402
+from benchmarks.quality.heldout_synthesis import claim_work_dir  # noqa: E402
 from framework.data import VOCSegmentation  # noqa: E402
 from framework.errors import ConfigError  # noqa: E402
 
@@ -145,7 +145,7 @@ def test_the_report_gives_mean_and_sd_per_generator_and_sets_the_held_out_family
 @pytest.mark.parametrize("shipped, discriminator", [("oasis_textures", {"num_classes": 7}),
                                                     ("spade_textures", {"in_channels": 9})])
 def test_a_shipped_config_is_retargeted_to_a_family_folder(tmp_path, shipped, discriminator):
-    from benchmarks.heldout.config_runs import REPO, retargeted_config
+    from benchmarks.quality.heldout.config_runs import REPO, retargeted_config
     from framework.config.loading import load_config
 
     family = families.FAMILIES["blobs"]  # 6 classes
@@ -161,7 +161,7 @@ def test_a_shipped_config_is_retargeted_to_a_family_folder(tmp_path, shipped, di
 
 
 def test_the_64_px_families_run_seed_by_seed_before_the_128_px_one():
-    from benchmarks.heldout_synthesis import ORDER, schedule
+    from benchmarks.quality.heldout_synthesis import ORDER, schedule
 
     order = schedule(ORDER, [0, 1])
     assert order[:4] == [(0, "gratings"), (0, "blobs"), (1, "gratings"), (1, "blobs")]

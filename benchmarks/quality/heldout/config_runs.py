@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 CONFIGS = [REPO / "configs/synthesis/oasis_textures.yaml", REPO / "configs/synthesis/spade_textures.yaml"]
 
 

@@ -1,11 +1,11 @@
 """The held-out protocol for semantic synthesis (issue 62): scene families the configs were never
 tuned on, written to disk as a user has them, each with its own independent judge; the shipped
 configs/synthesis/oasis_textures.yaml and spade_textures.yaml retargeted to each family and
-trained by tools/compare.py; plain scripts of the papers' methods (benchmarks/heldout/plain_papers.py)
+trained by tools/compare.py; plain scripts of the papers' methods (benchmarks/quality/heldout/plain_papers.py)
 trained on the same photos in float32 and bfloat16; every generator's fakes of the val label maps
 scored by the family's judge. One command:
 
-    python benchmarks/heldout_synthesis.py --work-dir DIR [--quick] [--families ...] [--seeds 0 1 2]
+    python benchmarks/quality/heldout_synthesis.py --work-dir DIR [--quick] [--families ...] [--seeds 0 1 2]
                                            [--iters 2000] [--judge-iters 1000] [--configs A.yaml ...] [--core N]
 
 Work, most informative first: seed by seed the 64 px families (gratings, then the held-out
@@ -30,9 +30,9 @@ import time
 from functools import partial
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `benchmarks.heldout` from any folder
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # `benchmarks.quality.heldout` from any folder
 
-from benchmarks.heldout import config_runs, families, judge, report, units  # noqa: E402
+from benchmarks.quality.heldout import config_runs, families, judge, report, units  # noqa: E402
 from framework.errors import ConfigError  # noqa: E402
 
 ORDER = ["gratings", families.HELD_OUT, "bands128"]

@@ -12,7 +12,7 @@ import numpy as np
 import torch
 from PIL import Image
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "plain"))  # the plain scripts import each other by name
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "benchmarks/plain"))  # the plain scripts import each other by name
 from networks import SegUNet  # noqa: E402
 from segmentation import training_steps  # noqa: E402
 

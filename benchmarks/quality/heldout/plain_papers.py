@@ -27,7 +27,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "plain"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "benchmarks/plain"))
 from networks import MultiScalePatchDiscriminator, SegUNet, SPADEGenerator, gan_init  # noqa: E402
 
 VARIANTS = {  # name -> (kind, labelmix weight, EMA decay or None)
