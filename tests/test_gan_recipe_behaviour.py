@@ -295,7 +295,10 @@ def test_oasis_recipes_draw_one_labelmix_coin_per_class_for_the_batch(config):
             assert mask[labels == label].unique().numel() == 1, (seed, label)  # one value across the images
     per_image = [labelmix_mask(labels, 3, generator=torch.Generator().manual_seed(seed))[:, 0] for seed in range(8)]
     assert any(mask[labels == 1].unique().numel() == 2 for mask in per_image)  # textures: a coin per image
-    assert plain("configs/synthesis/oasis_textures.yaml")["task"]["labelmix_coin"] == "image"
+    from framework.registry import TASKS
+
+    textures = TASKS.build(plain("configs/synthesis/oasis_textures.yaml")["task"], path="task")
+    assert textures.labelmix_coin == "image"  # the task's default, which the textures config keeps
 
 
 def test_a_bad_labelmix_coin_is_refused_in_one_line():
