@@ -148,3 +148,12 @@ def test_the_stopped_task_was_requeued_and_ends_as_an_uninterrupted_run(grid, co
     local_state = torch.load(local_dir / "checkpoints/iter_60.pth", map_location="cpu", weights_only=False)["task"]
     assert slurm_state.keys() == local_state.keys()
     assert all(torch.equal(slurm_state[name], local_state[name]) for name in local_state)
+
+
+def test_a_partition_slurm_does_not_have_is_its_refusal_quoted_and_nothing_is_written(configs, tmp_path):
+    result = call_tool("compare", "--launcher", "slurm", "--slurm", "partition=nowhere", "--configs",
+                       configs / "fast.yaml", "--seeds", "0", "--work-dir", tmp_path / "out", *TINY)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        "error: --launcher slurm: sbatch refused the array: sbatch: error: invalid partition specified: nowhere"]
+    assert not (tmp_path / "out").exists()

@@ -102,12 +102,13 @@ def main(args: argparse.Namespace) -> int:
 
     work_dir = args.work_dir or "work_dirs/compare_" + "_".join(Path(c).stem for c in configs)
     plan = make_plan(configs, seeds, overrides, metrics, args.jobs if args.launcher == "local" else 1, work_dir)
-    save_command(plan.work_dir, configs, seeds, overrides, metrics)
     if args.launcher == "slurm":
         from framework.comparison.slurm_launcher import submit
 
-        submit(plan, [sys.executable, str(TRAIN)], options, say=lambda line: print(line, flush=True))
+        if submit(plan, [sys.executable, str(TRAIN)], options, say=lambda line: print(line, flush=True)):
+            save_command(plan.work_dir, configs, seeds, overrides, metrics)  # for --report
         return 0
+    save_command(plan.work_dir, configs, seeds, overrides, metrics)
     if args.launcher == "worker":
         from framework.comparison.worker import run_as_worker
 

@@ -20,6 +20,8 @@ with or without their `slurm_` prefix (partition, array_parallelism, signal_dela
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import shlex
@@ -148,6 +150,7 @@ def submit(plan: Plan, train: list[str], options: dict, say=print) -> list[str]:
         say(f"nothing to submit: {len(finished)} finished, {len(queued)} queued in Slurm "
             f"({', '.join(sorted({job for job, _ in queued.values()})) or 'none'})")
         return []
+    work_existed = plan.work_dir.exists()
     executor = submitit.AutoExecutor(folder=plan.work_dir / ".submitit" / "%j", cluster="slurm")
     # the tasks unpickle and run the framework this process imported (a checkout, not another installed copy)
     setup = [f"export PYTHONPATH={shlex.quote(str(FRAMEWORK_ROOT))}${{PYTHONPATH:+:$PYTHONPATH}}",
@@ -157,10 +160,18 @@ def submit(plan: Plan, train: list[str], options: dict, say=print) -> list[str]:
                                       **options})
     except (NameError, AssertionError, ValueError) as error:
         raise ConfigError(f"--slurm: {_refusal(error)}") from None
-    plan.work_dir.mkdir(parents=True, exist_ok=True)
+    folder = plan.work_dir / ".submitit"
+    existed = folder.exists()
+    said = io.StringIO()
     try:
-        jobs = executor.map_array(TrainTask(plan, train), todo)
+        with contextlib.redirect_stderr(said):  # submitit prints sbatch's refusal too: quoted once, below
+            jobs = executor.map_array(TrainTask(plan, train), todo)
     except Exception as error:  # submitit wraps sbatch's refusal (e.g. a partition that does not exist)
+        # nothing half-written: the submission script of a refused array goes too
+        if not work_existed:
+            shutil.rmtree(plan.work_dir, ignore_errors=True)
+        elif not existed:
+            shutil.rmtree(folder, ignore_errors=True)
         raise ConfigError(f"--launcher slurm: sbatch refused the array: {_refusal(error)}") from None
     known = read_jobs(plan.work_dir)
     for pair, job in zip(todo, jobs):
@@ -170,7 +181,8 @@ def submit(plan: Plan, train: list[str], options: dict, say=print) -> list[str]:
     _write_jobs(plan.work_dir, known)
     array = jobs[0].job_id.split("_")[0]
     skipped = f"; {len(finished)} finished and {len(queued)} queued not submitted again" if finished or queued else ""
-    say(f"submitted {len(todo)} runs as Slurm job array {array} (tasks {jobs[0].job_id}..{jobs[-1].job_id}){skipped}")
+    what = f"job array {array} (tasks {jobs[0].job_id}..{jobs[-1].job_id})" if len(jobs) > 1 else f"job {array}"
+    say(f"submitted {len(todo)} run{'s' * (len(todo) > 1)} as Slurm {what}{skipped}")
     say(f"follow: squeue -j {array}; the runs' logs: {plan.work_dir}/<config>/seed<S>.log; "
         f"the report so far: python tools/compare.py --report --work-dir {plan.work_dir}")
     return [job.job_id for job in jobs]

@@ -1,0 +1,48 @@
+"""tools/compare.py's launcher options refused in one line before anything runs or is written:
+--launcher slurm without sbatch, an unknown --slurm option, --slurm without --launcher slurm,
+--report of a folder that holds no comparison."""
+
+import pytest
+
+from support import REPO, call_tool
+
+QUICKSTART = REPO / "configs/segmentation/unet_shapes.yaml"
+
+
+def compare(tmp_path, *args):
+    return call_tool("compare", "--configs", QUICKSTART, "--seeds", "0", "--work-dir", tmp_path / "out", *args)
+
+
+def test_slurm_without_sbatch_says_so(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))  # no sbatch in it
+    result = compare(tmp_path, "--launcher", "slurm")
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        "error: --launcher slurm: sbatch is not on PATH (no Slurm client on this machine); "
+        "run from a Slurm login node, or use --launcher local or worker"]
+    assert not (tmp_path / "out").exists()
+
+
+def test_an_unknown_slurm_option_is_named_with_the_close_one(tmp_path, monkeypatch):
+    pytest.importorskip("submitit")
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin/sbatch").write_text("#!/bin/sh\nexit 1\n")  # never called: the option is refused first
+    (tmp_path / "bin/sbatch").chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path / "bin"))
+    result = compare(tmp_path, "--launcher", "slurm", "--slurm", "partiton=gpu")
+    assert result.returncode == 2
+    assert "--slurm: unknown option 'partiton'; did you mean 'partition'?" in result.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_slurm_options_without_the_slurm_launcher_are_refused(tmp_path):
+    result = compare(tmp_path, "--slurm", "partition=gpu")
+    assert result.returncode == 2
+    assert "--slurm options are for --launcher slurm, not local" in result.stderr
+
+
+def test_a_report_of_a_folder_without_a_comparison_is_refused(tmp_path):
+    result = call_tool("compare", "--report", "--work-dir", tmp_path)
+    assert result.returncode == 2
+    assert f"{tmp_path / 'compare.json'} not found" in result.stderr
+    assert list(tmp_path.iterdir()) == []
