@@ -29,6 +29,7 @@ Beyond this machine (docs/experiments.md):
 """
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -105,10 +106,11 @@ def main(args: argparse.Namespace) -> int:
     if args.launcher == "slurm":
         from framework.comparison.slurm_launcher import submit
 
+        plan = dataclasses.replace(plan, threads=int(options.get("cpus_per_task") or 1))  # a task's threads
         if submit(plan, [sys.executable, str(TRAIN)], options, say=lambda line: print(line, flush=True)):
-            save_command(plan.work_dir, configs, seeds, overrides, metrics)  # for --report
+            save_command(plan.work_dir, configs, seeds, overrides, metrics, plan.threads)  # for --report
         return 0
-    save_command(plan.work_dir, configs, seeds, overrides, metrics)
+    save_command(plan.work_dir, configs, seeds, overrides, metrics, plan.threads)
     if args.launcher == "worker":
         from framework.comparison.worker import run_as_worker
 
@@ -148,6 +150,7 @@ def report_only(args: argparse.Namespace) -> int:
 
     command = load_command(Path(args.work_dir))
     plan = make_plan(command["configs"], command["seeds"], command["overrides"], command["metrics"], 1, args.work_dir)
+    plan = dataclasses.replace(plan, threads=command.get("threads", plan.threads))
     queued = None
     if (plan.work_dir / "slurm_jobs.json").is_file():
         from framework.comparison.slurm_launcher import queued_runs

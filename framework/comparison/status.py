@@ -20,10 +20,11 @@ COMMAND_FILE = "compare.json"
 
 
 def save_command(work_dir: Path, configs: list[str], seeds: list[int], overrides: list[str],
-                 metrics: list[str] | None) -> None:
+                 metrics: list[str] | None, threads: int) -> None:
+    """`threads`: each run's threads, as the report gives them (a Slurm task's cpus_per_task)."""
     work_dir.mkdir(parents=True, exist_ok=True)
     text = json.dumps({"configs": [str(Path(c).resolve()) for c in configs], "seeds": seeds,
-                       "overrides": overrides, "metrics": metrics}, indent=1)
+                       "overrides": overrides, "metrics": metrics, "threads": threads}, indent=1)
     temp = work_dir / (COMMAND_FILE + ".tmp")
     temp.write_text(text + "\n", encoding="utf-8")
     os.replace(temp, work_dir / COMMAND_FILE)
