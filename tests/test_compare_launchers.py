@@ -46,3 +46,26 @@ def test_a_report_of_a_folder_without_a_comparison_is_refused(tmp_path):
     assert result.returncode == 2
     assert f"{tmp_path / 'compare.json'} not found" in result.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+def test_slurm_options_from_a_launcher_block_and_the_command_line(tmp_path):
+    pytest.importorskip("submitit")
+    from framework.comparison.slurm_launcher import parse_options
+
+    block = tmp_path / "launcher.yaml"
+    block.write_text("launcher:\n  partition: gpu\n  timeout_min: 240\n  signal_delay_s: 300\n")
+    options = parse_options(["timeout_min=30", str(block), "slurm_qos=high", "gpus_per_node=2"])
+    assert options == {"timeout_min": 30, "cpus_per_task": 1, "gpus_per_node": 2, "slurm_partition": "gpu",
+                       "slurm_qos": "high",
+                       "slurm_additional_parameters": {"signal": "USR1@300", "requeue": True}}
+
+
+def test_a_slurm_options_file_without_a_launcher_block_is_refused(tmp_path):
+    pytest.importorskip("submitit")
+    from framework.comparison.slurm_launcher import parse_options
+    from framework.errors import ConfigError
+
+    block = tmp_path / "launcher.yaml"
+    block.write_text("partition: gpu\n")
+    with pytest.raises(ConfigError, match="no `launcher:` block"):
+        parse_options([str(block)])
