@@ -116,7 +116,10 @@ def _write_jobs(work_dir: Path, jobs: dict[str, str]) -> None:
 
 def squeue() -> dict[str, str]:
     """{job id: state} of this user's jobs, array tasks one by one (`12_3`: RUNNING)."""
-    done = subprocess.run(["squeue", "--me", "-h", "-r", "-o", "%i|%T"], capture_output=True, text=True)
+    try:
+        done = subprocess.run(["squeue", "--me", "-h", "-r", "-o", "%i|%T"], capture_output=True, text=True)
+    except FileNotFoundError:
+        raise ConfigError("squeue is not on PATH (no Slurm client on this machine)") from None
     if done.returncode != 0:
         raise ConfigError(f"squeue failed: {(done.stderr or done.stdout).strip().splitlines()[-1:]}")
     return dict(line.split("|", 1) for line in done.stdout.splitlines() if "|" in line)
