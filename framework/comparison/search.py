@@ -1,0 +1,154 @@
+"""tools/search.py: a hyperparameter search on Optuna, each trial an ordinary tools/train.py run.
+
+    <work dir>/study.journal      Optuna's JournalStorage file: processes on machines sharing the
+                                  work dir that run the same command join the same study
+    <work dir>/trial_<N>/         trial N's run dir; trial_<N>.log what it printed
+    <work dir>/best.yaml          the best trial's values as a config that trains on its own
+    <work dir>/trials.md          every trial: state, values, objective
+    <work dir>/optimization_history.png, param_importances.png   Optuna's own plots (matplotlib)
+
+The sampler is TPE with `seed`; the objective is the run's best value of the config's
+`train.best_metric` (the best evaluation after iteration 0, as best.pth keeps it) in its
+`best_mode` direction. The study remembers its space (a study attribute): a search with another
+space on the same study file is refused, naming both. A trial whose run fails is a failed trial
+with the run's error line; the others go on.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import warnings
+from pathlib import Path
+
+import yaml
+
+from framework.comparison.runner import FRAMEWORK_ROOT, error_lines
+from framework.comparison.search_space import as_override, canonical, suggest
+from framework.comparison.summary import final_and_best, read_curves
+from framework.errors import ConfigError
+
+STUDY_NAME = "search"
+
+
+def require_optuna():
+    try:
+        import optuna
+    except ImportError:
+        raise ConfigError("tools/search.py needs optuna: pip install -e '.[cluster]' (or pip install optuna)") from None
+    return optuna
+
+
+def open_study(work_dir: Path, space: dict, space_path: str, config: str, direction: str, seed: int):
+    optuna = require_optuna()
+    from optuna.storages import JournalStorage
+    from optuna.storages.journal import JournalFileBackend
+
+    work_dir.mkdir(parents=True, exist_ok=True)
+    journal = work_dir / "study.journal"
+    storage = JournalStorage(JournalFileBackend(str(journal)))
+    sampler = optuna.samplers.TPESampler(seed=seed)
+    try:  # loading writes nothing to the journal (a refused search leaves it as it was)
+        study = optuna.load_study(study_name=STUDY_NAME, storage=storage, sampler=sampler)
+    except KeyError:
+        try:
+            study = optuna.create_study(study_name=STUDY_NAME, storage=storage, sampler=sampler,
+                                        direction="maximize" if direction == "max" else "minimize")
+        except optuna.exceptions.DuplicatedStudyError:  # another process created it just now
+            study = optuna.load_study(study_name=STUDY_NAME, storage=storage, sampler=sampler)
+    attrs = study.user_attrs
+    if not attrs:
+        study.set_user_attr("space", canonical(space))
+        study.set_user_attr("space_file", str(Path(space_path).resolve()))
+        study.set_user_attr("config", str(Path(config).resolve()))
+    elif attrs.get("space") != canonical(space) or attrs.get("config") != str(Path(config).resolve()):
+        raise ConfigError(f"{journal}: this study searches {attrs.get('config')} over the space of "
+                          f"{attrs.get('space_file')}; {config} with {space_path} is another search: use another --work-dir")
+    return study
+
+
+class TrialFailed(Exception):
+    """A trial's run failed (exit status != 0, or no value of the metric): the trial fails, the search goes on."""
+
+
+def make_objective(config: str, overrides: list[str], space: dict, metric: str, direction: str,
+                   work_dir: Path, train: list[str], threads: int, say):
+    def objective(trial) -> float:
+        values = suggest(trial, space)
+        run_dir, log_path = work_dir / f"trial_{trial.number}", work_dir / f"trial_{trial.number}.log"
+        command = [*train, "--config", config, "--work-dir", str(run_dir), *overrides,
+                   *(as_override(key, value) for key, value in values.items())]
+        python_path = os.pathsep.join(filter(None, [str(FRAMEWORK_ROOT), os.environ.get("PYTHONPATH")]))
+        env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads), "PYTHONPATH": python_path}
+        say(f"trial {trial.number}: {' '.join(as_override(k, v) for k, v in values.items())}")
+        with open(log_path, "a", encoding="utf-8") as log:
+            log.write(f"\n== start: {' '.join(command)}\n")
+            log.flush()
+            done = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
+        if done.returncode != 0:
+            error = error_lines(log_path.read_text(encoding="utf-8", errors="replace"))
+            trial.set_user_attr("error", error or f"exit status {done.returncode} (see {log_path})")
+            say(f"trial {trial.number}: failed: {trial.user_attrs['error']}")
+            raise TrialFailed(trial.user_attrs["error"])
+        curve = read_curves(run_dir / "metrics.jsonl", [metric])[metric]
+        if not curve:
+            trial.set_user_attr("error", f"metrics.jsonl holds no {metric}")
+            raise TrialFailed(trial.user_attrs["error"])
+        best = final_and_best(curve, direction)["best"]
+        say(f"trial {trial.number}: {metric} {best:.4g}")
+        return best
+
+    return objective
+
+
+def write_best_config(study, config: str, overrides: list[str], path: Path) -> Path | None:
+    """`_base_: [config]` with the command's overrides and the best trial's values: trains on its own."""
+    complete = [t for t in study.trials if t.state.name == "COMPLETE"]
+    if not complete:
+        return None
+    tree: dict = {"_base_": [str(Path(config).resolve())]}
+    for text in [*overrides, *(as_override(k, v) for k, v in study.best_trial.params.items())]:
+        key, _, value = text.partition("=")
+        node = tree
+        *parents, last = key.lstrip("+").split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[last] = yaml.safe_load(value)
+    header = f"# tools/search.py: trial {study.best_trial.number} of {len(study.trials)}, {study.best_value:.6g}\n"
+    path.write_text(header + yaml.safe_dump(tree, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def trials_table(study, metric: str) -> str:
+    keys = sorted({key for trial in study.trials for key in trial.params})
+    lines = ["| trial | state | " + " | ".join(keys) + f" | {metric} |", "| --- " * (len(keys) + 3) + "|"]
+    for trial in study.trials:
+        value = f"{trial.value:.4g}" if trial.value is not None else trial.user_attrs.get("error", "-")
+        params = [f"{trial.params[k]:.4g}" if isinstance(trial.params.get(k), float) else str(trial.params.get(k, "-"))
+                  for k in keys]
+        lines.append(f"| {trial.number} | {trial.state.name.lower()} | " + " | ".join(params) + f" | {value} |")
+    return "\n".join(lines) + "\n"
+
+
+def write_plots(study, work_dir: Path) -> list[Path]:
+    """Optuna's optimization history and parameter importances (the latter from 2 finished trials)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from optuna.visualization import matplotlib as optuna_plots
+
+    written = []
+    complete = [t for t in study.trials if t.state.name == "COMPLETE"]
+    plots = [("optimization_history.png", optuna_plots.plot_optimization_history, 1),
+             ("param_importances.png", optuna_plots.plot_param_importances, 2)]
+    for name, plot, needed in plots:
+        if len(complete) < needed:
+            continue
+        with warnings.catch_warnings():  # "experimental" since Optuna 2.2: said once here, not on every run
+            warnings.simplefilter("ignore")
+            axes = plot(study)
+        axes.figure.savefig(work_dir / name, dpi=100, bbox_inches="tight")
+        plt.close(axes.figure)
+        written.append(work_dir / name)
+    return written

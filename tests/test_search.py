@@ -1,0 +1,109 @@
+"""tools/search.py on Optuna: trials as real tools/train.py runs whose objective is read from their
+own metrics.jsonl, the best trial as a config that loads on its own, a second command joining the
+study, and the mistakes refused in one line before anything is written."""
+
+import json
+import os
+
+import pytest
+from PIL import Image
+
+from framework.comparison.search_space import as_override
+from framework.config import load_config
+from support import REPO, call_tool
+
+pytest.importorskip("optuna")
+
+QUICKSTART = REPO / "configs/segmentation/unet_shapes.yaml"
+TINY = ["device=cpu", "deterministic=true", "threads=1", "task.model.depth=2", "data.train.dataset.size=32",
+        "data.train.dataset.num_samples=16", "data.train.batch_size=4", "data.train.num_workers=0",
+        "data.val.dataset.size=32", "data.val.dataset.num_samples=8", "data.val.batch_size=8",
+        "train.max_iters=20", "train.val_interval=10", "train.ckpt_interval=10", "train.log_interval=10",
+        "train.vis_images=0", "loggers=[]"]
+SPACE = "optim.lr: {log_uniform: [1.0e-4, 1.0e-2]}\ntask.model.base_channels: {choice: [4, 8]}\n"
+
+
+def search(space, work_dir, trials="2", *extra):
+    return call_tool("search", "--config", QUICKSTART, "--space", space, "--trials", trials,
+                     "--work-dir", work_dir, *extra, *TINY)
+
+
+@pytest.fixture(scope="module")
+def searched(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("search")
+    (folder / "space.yaml").write_text(SPACE)
+    result = search(folder / "space.yaml", folder / "out")
+    assert result.returncode == 0, result.stderr + result.stdout[-2000:]
+    return folder, result
+
+
+def best_of(run_dir):
+    values = [json.loads(line)["mIoU"] for line in (run_dir / "metrics.jsonl").read_text().splitlines()
+              if json.loads(line)["iter"] > 0]
+    return max(values)
+
+
+def test_each_trial_is_a_run_and_its_objective_its_best_miou(searched):
+    folder, result = searched
+    rows = (folder / "out/trials.md").read_text().splitlines()[2:]
+    assert len(rows) == 2
+    for number, row in enumerate(rows):
+        cells = [cell.strip() for cell in row.strip("|").split("|")]
+        assert cells[:2] == [str(number), "complete"]
+        assert float(cells[-1]) == pytest.approx(best_of(folder / f"out/trial_{number}"), abs=5e-4)  # 4 digits
+
+
+def test_the_best_trial_is_a_config_of_its_own(searched):
+    folder, result = searched
+    objective = {n: best_of(folder / f"out/trial_{n}") for n in (0, 1)}
+    best = max(objective, key=objective.get)
+    cfg = load_config(str(folder / "out/best.yaml"), [])
+    log = (folder / f"out/trial_{best}.log").read_text()
+    assert as_override("optim.lr", cfg.optim.lr) in log  # the very value the best run trained with
+    assert as_override("task.model.base_channels", cfg.task.model.base_channels) in log
+    assert cfg.train.max_iters == 20 and cfg.device == "cpu"  # the command's overrides too
+    for name in ("optimization_history.png", "param_importances.png"):
+        assert Image.open(folder / "out" / name).size[0] > 100
+
+
+def test_a_second_command_joins_the_study(searched):
+    folder, _ = searched
+    result = search(folder / "space.yaml", folder / "out", "1")
+    assert result.returncode == 0, result.stderr
+    assert len((folder / "out/trials.md").read_text().splitlines()[2:]) == 3
+    assert (folder / "out/trial_2/metrics.jsonl").is_file()
+
+
+def test_another_space_on_the_same_study_is_refused_naming_both(searched):
+    folder, _ = searched
+    other = folder / "other.yaml"
+    other.write_text("optim.lr: {uniform: [1.0e-4, 1.0e-2]}\n")
+    journal = folder / "out/study.journal"
+    before = journal.stat().st_size
+    result = search(other, folder / "out", "1")
+    assert result.returncode == 2
+    line = result.stderr.strip()
+    assert str(folder / "space.yaml") in line and str(other) in line and "use another --work-dir" in line
+    assert journal.stat().st_size == before
+
+
+@pytest.mark.parametrize("space, words", [
+    ("optim.lrr: {uniform: [0, 1]}\n", "optim.lrr is not a key of the config"),
+    ("optim.lr: {uniform: [0.1, 0.01]}\n", "optim.lr: uniform [0.1, 0.01]: low > high"),
+    ("optim.lr: {log_uniform: [0, 0.01]}\n", "optim.lr: log_uniform [0, 0.01]: low must be > 0"),
+    ("task.model.base_channels: {choice: []}\n", "task.model.base_channels: choice needs a non-empty list"),
+    ("optim.lr: {normal: [0, 1]}\n", "unknown distribution 'normal'"),
+], ids=["key", "low>high", "log<=0", "empty", "kind"])
+def test_a_bad_space_is_one_line_and_nothing_is_written(tmp_path, space, words):
+    (tmp_path / "space.yaml").write_text(space)
+    result = search(tmp_path / "space.yaml", tmp_path / "out")
+    assert result.returncode == 2
+    assert len(result.stderr.strip().splitlines()) == 1 and words in result.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_zero_trials_are_refused(tmp_path):
+    (tmp_path / "space.yaml").write_text(SPACE)
+    result = search(tmp_path / "space.yaml", tmp_path / "out", "0")
+    assert result.returncode == 2 and "--trials" in result.stderr
+    assert not os.path.exists(tmp_path / "out")
