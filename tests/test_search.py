@@ -107,3 +107,37 @@ def test_zero_trials_are_refused(tmp_path):
     result = search(tmp_path / "space.yaml", tmp_path / "out", "0")
     assert result.returncode == 2 and "--trials" in result.stderr
     assert not os.path.exists(tmp_path / "out")
+
+
+@pytest.mark.parametrize("earlier, pruned", [(1.0, True), (0.0, False)], ids=["below-median", "above-median"])
+def test_the_pruning_hook_stops_a_trial_below_the_median_with_its_checkpoint(tmp_path, earlier, pruned):
+    """A study with one finished trial whose mIoU was `earlier` at iterations 10 and 20; the next
+    trial's run reports its own evaluations (mIoU strictly between 0 and 1): pruned at its first
+    evaluation below the median, run to the end above it."""
+    import optuna
+    from optuna.storages import JournalStorage
+    from optuna.storages.journal import JournalFileBackend
+
+    journal = tmp_path / "study.journal"
+    study = optuna.create_study(study_name="search", storage=JournalStorage(JournalFileBackend(str(journal))),
+                                direction="maximize")
+    finished = study.ask()
+    for step in (10, 20):
+        finished.report(earlier, step)
+    study.tell(finished, earlier)
+    trial = study.ask()
+    hook = {"type": "OptunaPruningHook", "storage": str(journal), "trial_id": trial._trial_id, "monitor": "mIoU",
+            "startup_trials": 1}
+    result = call_tool("train", "--config", QUICKSTART, "--work-dir", tmp_path / "run", *TINY,
+                       "hooks=" + json.dumps([hook]))
+    assert result.returncode == 0, result.stderr
+    records = [json.loads(line) for line in (tmp_path / "run/metrics.jsonl").read_text().splitlines()]
+    reported = study.trials[1].intermediate_values
+    checkpoints = tmp_path / "run/checkpoints"
+    if pruned:
+        assert records[-1]["pruned"] == {"monitor": "mIoU", "iter": 10, "value": records[0]["mIoU"]}
+        assert reported == {10: records[0]["mIoU"]}
+        assert (checkpoints / "iter_10.pth").is_file() and not (checkpoints / "iter_20.pth").exists()
+    else:
+        assert [r["iter"] for r in records] == [10, 20] and "pruned" not in records[-1]
+        assert reported == {10: records[0]["mIoU"], 20: records[1]["mIoU"]}

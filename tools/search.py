@@ -9,7 +9,9 @@ space.yaml maps config keys to distributions (docs/experiments.md):
     task.model.base_channels: {choice: [16, 32]}
 
 TPE (seeded by --seed) picks each trial's values; the objective is the run's best value of the
-config's train.best_metric, in its best_mode direction. The study lives in D/study.journal
+config's train.best_metric, in its best_mode direction. Each evaluation is reported to the trial
+(an OptunaPruningHook in the run); with --pruner median a trial below the median of earlier
+trials at the same iteration stops there with its checkpoint and is marked pruned. The study lives in D/study.journal
 (Optuna's JournalStorage): the same command on several machines sharing D joins the same study,
 each running N trials. D/best.yaml is the best trial as a config that trains on its own;
 D/trials.md lists every trial; D/optimization_history.png and D/param_importances.png are
@@ -35,19 +37,26 @@ def parse_args() -> argparse.ArgumentParser:
     parser.add_argument("--space", required=True, help="YAML: config key -> {log_uniform|uniform: [low, high]} or {choice: [...]}")
     parser.add_argument("--trials", type=int, required=True, help="trials this process runs")
     parser.add_argument("--seed", type=int, default=0, help="the TPE sampler's seed (default 0)")
+    parser.add_argument("--pruner", choices=("median", "none"), default="median",
+                        help="median: stop a trial whose evaluation is below the median of earlier trials at the same "
+                        "iteration (after --startup-trials finished trials); none: every trial runs to the end")
+    parser.add_argument("--startup-trials", type=int, default=2, help="trials never pruned, to learn from (default 2)")
     parser.add_argument("--work-dir", help="the study and its trials (default: work_dirs/search_<config name>)")
     parser.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides for every trial")
     return parser
 
 
 def main(args: argparse.Namespace) -> int:
-    check_options({"--trials": (args.trials, integer(1)), "--seed": (args.seed, integer(0, max=SEED_MAX))})
+    check_options({"--trials": (args.trials, integer(1)), "--seed": (args.seed, integer(0, max=SEED_MAX)),
+                   "--startup-trials": (args.startup_trials, integer(0))})
     for text in args.overrides:
         if text.partition("=")[0].lstrip("+") == "work_dir":
             raise ConfigError(f"override '{text}': each trial's work dir is set by tools/search.py; remove the override")
     from framework.comparison.search import require_optuna
 
     optuna = require_optuna()
+    from omegaconf import OmegaConf
+
     from framework.comparison.plan import available_cores
     from framework.comparison.search import (
         TrialFailed,
@@ -66,11 +75,12 @@ def main(args: argparse.Namespace) -> int:
     if not metric:
         raise ConfigError(f"{args.config}: sets no train.best_metric; the search needs the metric to optimize")
     work_dir = Path(args.work_dir or f"work_dirs/search_{Path(args.config).stem}")
-    study = open_study(work_dir, space, args.space, args.config, direction, args.seed)
+    study = open_study(work_dir, space, args.space, args.config, direction, args.seed, args.pruner, args.startup_trials)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     say = lambda line: print(line, flush=True)  # noqa: E731
     objective = make_objective(args.config, args.overrides, space, metric, direction, work_dir,
-                               [sys.executable, str(TRAIN)], len(available_cores()), say)
+                               [sys.executable, str(TRAIN)], len(available_cores()), say,
+                               OmegaConf.to_container(cfg.hooks), args.pruner, args.startup_trials)
     study.optimize(objective, n_trials=args.trials, catch=(TrialFailed,))
     table = trials_table(study, metric)
     (work_dir / "trials.md").write_text(table, encoding="utf-8")

@@ -9,13 +9,17 @@
 
 The sampler is TPE with `seed`; the objective is the run's best value of the config's
 `train.best_metric` (the best evaluation after iteration 0, as best.pth keeps it) in its
-`best_mode` direction. The study remembers its space (a study attribute): a search with another
+`best_mode` direction. Each run reports its evaluations to its trial (an OptunaPruningHook added
+to the config's hooks, framework/engine/hooks/pruning.py); with the median pruner a trial below
+the median of earlier trials at the same iteration stops there, with its checkpoint, and is
+marked pruned. The study remembers its space (a study attribute): a search with another
 space on the same study file is refused, naming both. A trial whose run fails is a failed trial
 with the run's error line; the others go on.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import warnings
@@ -39,7 +43,8 @@ def require_optuna():
     return optuna
 
 
-def open_study(work_dir: Path, space: dict, space_path: str, config: str, direction: str, seed: int):
+def open_study(work_dir: Path, space: dict, space_path: str, config: str, direction: str, seed: int,
+               pruner: str = "median", startup_trials: int = 2):
     optuna = require_optuna()
     from optuna.storages import JournalStorage
     from optuna.storages.journal import JournalFileBackend
@@ -47,15 +52,18 @@ def open_study(work_dir: Path, space: dict, space_path: str, config: str, direct
     work_dir.mkdir(parents=True, exist_ok=True)
     journal = work_dir / "study.journal"
     storage = JournalStorage(JournalFileBackend(str(journal)))
+    from framework.engine.hooks.pruning import make_pruner
+
     sampler = optuna.samplers.TPESampler(seed=seed)
+    pruner_object = make_pruner(pruner, startup_trials)
     try:  # loading writes nothing to the journal (a refused search leaves it as it was)
-        study = optuna.load_study(study_name=STUDY_NAME, storage=storage, sampler=sampler)
+        study = optuna.load_study(study_name=STUDY_NAME, storage=storage, sampler=sampler, pruner=pruner_object)
     except KeyError:
         try:
-            study = optuna.create_study(study_name=STUDY_NAME, storage=storage, sampler=sampler,
+            study = optuna.create_study(study_name=STUDY_NAME, storage=storage, sampler=sampler, pruner=pruner_object,
                                         direction="maximize" if direction == "max" else "minimize")
         except optuna.exceptions.DuplicatedStudyError:  # another process created it just now
-            study = optuna.load_study(study_name=STUDY_NAME, storage=storage, sampler=sampler)
+            study = optuna.load_study(study_name=STUDY_NAME, storage=storage, sampler=sampler, pruner=pruner_object)
     attrs = study.user_attrs
     if not attrs:
         study.set_user_attr("space", canonical(space))
@@ -67,17 +75,39 @@ def open_study(work_dir: Path, space: dict, space_path: str, config: str, direct
     return study
 
 
+def optuna_module():
+    import optuna
+
+    return optuna
+
+
 class TrialFailed(Exception):
     """A trial's run failed (exit status != 0, or no value of the metric): the trial fails, the search goes on."""
 
 
+def pruning_override(hooks: list, work_dir: Path, trial, metric: str, pruner: str, startup_trials: int) -> str:
+    """`hooks=[...]`: the config's own hooks and the OptunaPruningHook of this trial (JSON is YAML)."""
+    hook = {"type": "OptunaPruningHook", "storage": str((work_dir / "study.journal").resolve()), "study": STUDY_NAME,
+            "trial_id": trial._trial_id, "monitor": metric, "pruner": pruner, "startup_trials": startup_trials}
+    return "hooks=" + json.dumps([*hooks, hook])
+
+
+def pruned_at(run_dir: Path) -> dict | None:
+    """The `pruned` record the OptunaPruningHook wrote, if it pruned the run."""
+    path = run_dir / "metrics.jsonl"
+    lines = path.read_text(encoding="utf-8").splitlines() if path.is_file() else []
+    return next((json.loads(line)["pruned"] for line in reversed(lines) if '"pruned"' in line), None)
+
+
 def make_objective(config: str, overrides: list[str], space: dict, metric: str, direction: str,
-                   work_dir: Path, train: list[str], threads: int, say):
+                   work_dir: Path, train: list[str], threads: int, say, hooks: list, pruner: str, startup_trials: int):
     def objective(trial) -> float:
         values = suggest(trial, space)
         run_dir, log_path = work_dir / f"trial_{trial.number}", work_dir / f"trial_{trial.number}.log"
         command = [*train, "--config", config, "--work-dir", str(run_dir), *overrides,
                    *(as_override(key, value) for key, value in values.items())]
+        if pruner != "none":
+            command.append(pruning_override(hooks, work_dir, trial, metric, pruner, startup_trials))
         python_path = os.pathsep.join(filter(None, [str(FRAMEWORK_ROOT), os.environ.get("PYTHONPATH")]))
         env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads), "PYTHONPATH": python_path}
         say(f"trial {trial.number}: {' '.join(as_override(k, v) for k, v in values.items())}")
@@ -90,6 +120,11 @@ def make_objective(config: str, overrides: list[str], space: dict, metric: str, 
             trial.set_user_attr("error", error or f"exit status {done.returncode} (see {log_path})")
             say(f"trial {trial.number}: failed: {trial.user_attrs['error']}")
             raise TrialFailed(trial.user_attrs["error"])
+        pruned = pruned_at(run_dir)
+        if pruned is not None:
+            trial.set_user_attr("error", f"pruned at iteration {pruned['iter']}")
+            say(f"trial {trial.number}: pruned at iteration {pruned['iter']} ({metric} {pruned['value']})")
+            raise optuna_module().TrialPruned(f"pruned at iteration {pruned['iter']}")
         curve = read_curves(run_dir / "metrics.jsonl", [metric])[metric]
         if not curve:
             trial.set_user_attr("error", f"metrics.jsonl holds no {metric}")
