@@ -75,7 +75,7 @@ def main(args: argparse.Namespace) -> int:
     if not metric:
         raise ConfigError(f"{args.config}: sets no train.best_metric; the search needs the metric to optimize")
     work_dir = Path(args.work_dir or f"work_dirs/search_{Path(args.config).stem}")
-    study = open_study(work_dir, space, args.space, args.config, direction, args.seed, args.pruner, args.startup_trials)
+    study = open_study(work_dir, space, args.space, args.config, direction, args.seed)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     say = lambda line: print(line, flush=True)  # noqa: E731
     objective = make_objective(args.config, args.overrides, space, metric, direction, work_dir,

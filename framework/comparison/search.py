@@ -43,8 +43,7 @@ def require_optuna():
     return optuna
 
 
-def open_study(work_dir: Path, space: dict, space_path: str, config: str, direction: str, seed: int,
-               pruner: str = "median", startup_trials: int = 2):
+def open_study(work_dir: Path, space: dict, space_path: str, config: str, direction: str, seed: int):
     optuna = require_optuna()
     from optuna.storages import JournalStorage
     from optuna.storages.journal import JournalFileBackend
@@ -52,10 +51,9 @@ def open_study(work_dir: Path, space: dict, space_path: str, config: str, direct
     work_dir.mkdir(parents=True, exist_ok=True)
     journal = work_dir / "study.journal"
     storage = JournalStorage(JournalFileBackend(str(journal)))
-    from framework.engine.hooks.pruning import make_pruner
-
     sampler = optuna.samplers.TPESampler(seed=seed)
-    pruner_object = make_pruner(pruner, startup_trials)
+    # no pruner here: each trial's run decides with its own (the OptunaPruningHook's make_pruner)
+    pruner_object = optuna.pruners.NopPruner()
     try:  # loading writes nothing to the journal (a refused search leaves it as it was)
         study = optuna.load_study(study_name=STUDY_NAME, storage=storage, sampler=sampler, pruner=pruner_object)
     except KeyError:
