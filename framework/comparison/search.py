@@ -27,6 +27,7 @@ from pathlib import Path
 
 import yaml
 
+from framework.comparison.child_process import child_setup
 from framework.comparison.runner import FRAMEWORK_ROOT, error_lines
 from framework.comparison.search_space import as_override, canonical, suggest
 from framework.comparison.summary import final_and_best, read_curves
@@ -112,7 +113,9 @@ def make_objective(config: str, overrides: list[str], space: dict, metric: str, 
         with open(log_path, "a", encoding="utf-8") as log:
             log.write(f"\n== start: {' '.join(command)}\n")
             log.flush()
-            done = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
+            # as compare's runs: SIGTERM from the kernel when this process dies (the run saves and ends)
+            done = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+                                  preexec_fn=child_setup(None))
         if done.returncode != 0:
             error = error_lines(log_path.read_text(encoding="utf-8", errors="replace"))
             trial.set_user_attr("error", error or f"exit status {done.returncode} (see {log_path})")
