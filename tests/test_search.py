@@ -141,3 +141,38 @@ def test_the_pruning_hook_stops_a_trial_below_the_median_with_its_checkpoint(tmp
     else:
         assert [r["iter"] for r in records] == [10, 20] and "pruned" not in records[-1]
         assert reported == {10: records[0]["mIoU"], 20: records[1]["mIoU"]}
+
+
+def test_a_search_killed_mid_trial_has_the_trial_retried_from_its_checkpoint(tmp_path):
+    """SIGTERM ends the search process at once; its run gets SIGTERM from the kernel and saves. The
+    next command finds the trial still running in the journal with its run gone, marks it failed
+    and runs its values again, resuming the run (`== resume` in its log) to the end."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    (tmp_path / "space.yaml").write_text(SPACE)
+    command = [sys.executable, str(REPO / "tools/search.py"), "--config", str(QUICKSTART), "--space",
+               str(tmp_path / "space.yaml"), "--trials", "1", "--work-dir", str(tmp_path / "out"), *TINY,
+               "train.max_iters=100"]
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    first = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 240
+    while not (tmp_path / "out/trial_0/checkpoints/iter_10.pth").exists():
+        assert first.poll() is None and time.monotonic() < deadline, first.communicate()[0] if first.poll() is not None else ""
+        time.sleep(0.1)
+    first.send_signal(signal.SIGTERM)
+    first.communicate(timeout=60)
+    while (tmp_path / "out/trial_0/.lock").exists():  # the run saves and releases its folder
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    second = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert "trial 0: its run stopped before the end (preempted or killed); retried from its checkpoint" in second.stdout
+    log = (tmp_path / "out/trial_0.log").read_text()
+    assert log.count("\n== start:") == 2 and "--resume" in log.rsplit("\n== start:", 1)[1].splitlines()[0]
+    records = [json.loads(line) for line in (tmp_path / "out/trial_0/metrics.jsonl").read_text().splitlines()]
+    assert records[-1]["iter"] == 100
+    rows = [row.split("|")[2].strip() for row in (tmp_path / "out/trials.md").read_text().splitlines()[2:]]
+    assert rows == ["fail", "complete"]

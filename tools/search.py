@@ -62,6 +62,7 @@ def main(args: argparse.Namespace) -> int:
         TrialFailed,
         make_objective,
         open_study,
+        retry_stopped_trials,
         trials_table,
         write_best_config,
         write_plots,
@@ -81,6 +82,7 @@ def main(args: argparse.Namespace) -> int:
     objective = make_objective(args.config, args.overrides, space, metric, direction, work_dir,
                                [sys.executable, str(TRAIN)], len(available_cores()), say,
                                OmegaConf.to_container(cfg.hooks), args.pruner, args.startup_trials)
+    retry_stopped_trials(study, work_dir, say)
     study.optimize(objective, n_trials=args.trials, catch=(TrialFailed,))
     table = trials_table(study, metric)
     (work_dir / "trials.md").write_text(table, encoding="utf-8")

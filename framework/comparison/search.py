@@ -14,19 +14,24 @@ to the config's hooks, framework/engine/hooks/pruning.py); with the median prune
 the median of earlier trials at the same iteration stops there, with its checkpoint, and is
 marked pruned. The study remembers its space (a study attribute): a search with another
 space on the same study file is refused, naming both. A trial whose run fails is a failed trial
-with the run's error line; the others go on.
+with the run's error line; the others go on. A trial left running in the journal by a search
+that was preempted or killed (its run got SIGTERM and saved a checkpoint) is retried by the next
+search command on that host: marked failed and enqueued with the same values, resuming its run.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import warnings
 from pathlib import Path
 
 import yaml
 
+from framework.checkpoint.files import process_alive
+from framework.checkpoint.run_folder import holds_run
 from framework.comparison.child_process import child_setup
 from framework.comparison.runner import FRAMEWORK_ROOT, error_lines
 from framework.comparison.search_space import as_override, canonical, suggest
@@ -84,6 +89,39 @@ class TrialFailed(Exception):
     """A trial's run failed (exit status != 0, or no value of the metric): the trial fails, the search goes on."""
 
 
+def _run_is_gone(run_dir: Path) -> bool:
+    """The run saved checkpoints and no live process holds its folder (its `.lock`, written by
+    tools/train.py: pid and host, removed when the run ends). A lock of another host cannot be
+    judged from here: such a trial is left alone."""
+    if not holds_run(run_dir):
+        return False
+    try:
+        owner = json.loads((run_dir / ".lock").read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return True
+    except (OSError, ValueError):
+        return False
+    return owner.get("host") == socket.gethostname() and not process_alive(int(owner.get("pid", 0)))
+
+
+def retry_stopped_trials(study, work_dir: Path, say) -> int:
+    """Trials the journal still calls running whose run is gone (the search was preempted or
+    killed: its runs got SIGTERM and saved): each marked failed and enqueued again with the same
+    values, to resume in the same run dir. How many."""
+    optuna = optuna_module()
+    retried = 0
+    for trial in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
+        number = trial.user_attrs.get("retry_of", trial.number)
+        if not _run_is_gone(work_dir / f"trial_{number}"):
+            continue
+        study.tell(trial.number, state=optuna.trial.TrialState.FAIL)
+        study.enqueue_trial(trial.params, user_attrs={"retry_of": number})
+        say(f"trial {trial.number}: its run stopped before the end (preempted or killed); "
+            f"retried from its checkpoint in trial_{number}/")
+        retried += 1
+    return retried
+
+
 def pruning_override(hooks: list, work_dir: Path, trial, metric: str, pruner: str, startup_trials: int) -> str:
     """`hooks=[...]`: the config's own hooks and the OptunaPruningHook of this trial (JSON is YAML)."""
     hook = {"type": "OptunaPruningHook", "storage": str((work_dir / "study.journal").resolve()), "study": STUDY_NAME,
@@ -102,9 +140,11 @@ def make_objective(config: str, overrides: list[str], space: dict, metric: str, 
                    work_dir: Path, train: list[str], threads: int, say, hooks: list, pruner: str, startup_trials: int):
     def objective(trial) -> float:
         values = suggest(trial, space)
-        run_dir, log_path = work_dir / f"trial_{trial.number}", work_dir / f"trial_{trial.number}.log"
+        retried = trial.user_attrs.get("retry_of")  # a stopped trial's run, resumed from its checkpoint
+        name = f"trial_{retried if retried is not None else trial.number}"
+        run_dir, log_path = work_dir / name, work_dir / f"{name}.log"
         command = [*train, "--config", config, "--work-dir", str(run_dir), *overrides,
-                   *(as_override(key, value) for key, value in values.items())]
+                   *(as_override(key, value) for key, value in values.items()), *(["--resume"] if retried is not None else [])]
         if pruner != "none":
             command.append(pruning_override(hooks, work_dir, trial, metric, pruner, startup_trials))
         python_path = os.pathsep.join(filter(None, [str(FRAMEWORK_ROOT), os.environ.get("PYTHONPATH")]))
