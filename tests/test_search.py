@@ -1,6 +1,8 @@
 """tools/search.py on Optuna: trials as real tools/train.py runs whose objective is read from their
 own metrics.jsonl, the best trial as a config that loads on its own, a second command joining the
-study, and the mistakes refused in one line before anything is written."""
+study, the OptunaPruningHook (pruned below the median with its checkpoint, on one process and on
+two where rank 0 decides), a killed search's trial retried from its checkpoint, and the mistakes
+refused in one line before anything is written."""
 
 import json
 import os
@@ -10,7 +12,7 @@ from PIL import Image
 
 from framework.comparison.search_space import as_override
 from framework.config import load_config
-from support import REPO, call_tool
+from support import REPO, call_tool, run_forked_ranks
 
 pytest.importorskip("optuna")
 
@@ -109,11 +111,9 @@ def test_zero_trials_are_refused(tmp_path):
     assert not os.path.exists(tmp_path / "out")
 
 
-@pytest.mark.parametrize("earlier, pruned", [(1.0, True), (0.0, False)], ids=["below-median", "above-median"])
-def test_the_pruning_hook_stops_a_trial_below_the_median_with_its_checkpoint(tmp_path, earlier, pruned):
-    """A study with one finished trial whose mIoU was `earlier` at iterations 10 and 20; the next
-    trial's run reports its own evaluations (mIoU strictly between 0 and 1): pruned at its first
-    evaluation below the median, run to the end above it."""
+def study_after_one_trial(tmp_path, earlier: float):
+    """A study with one finished trial whose mIoU was `earlier` at iterations 10 and 20, and the
+    hook of the next trial (its run's mIoU lies strictly between 0 and 1)."""
     import optuna
     from optuna.storages import JournalStorage
     from optuna.storages.journal import JournalFileBackend
@@ -128,8 +128,14 @@ def test_the_pruning_hook_stops_a_trial_below_the_median_with_its_checkpoint(tmp
     trial = study.ask()
     hook = {"type": "OptunaPruningHook", "storage": str(journal), "trial_id": trial._trial_id, "monitor": "mIoU",
             "startup_trials": 1}
-    result = call_tool("train", "--config", QUICKSTART, "--work-dir", tmp_path / "run", *TINY,
-                       "hooks=" + json.dumps([hook]))
+    return study, "hooks=" + json.dumps([hook])
+
+
+@pytest.mark.parametrize("earlier, pruned", [(1.0, True), (0.0, False)], ids=["below-median", "above-median"])
+def test_the_pruning_hook_stops_a_trial_below_the_median_with_its_checkpoint(tmp_path, earlier, pruned):
+    """Pruned at its first evaluation below the median, run to the end above it."""
+    study, hooks = study_after_one_trial(tmp_path, earlier)
+    result = call_tool("train", "--config", QUICKSTART, "--work-dir", tmp_path / "run", *TINY, hooks)
     assert result.returncode == 0, result.stderr
     records = [json.loads(line) for line in (tmp_path / "run/metrics.jsonl").read_text().splitlines()]
     reported = study.trials[1].intermediate_values
@@ -141,6 +147,19 @@ def test_the_pruning_hook_stops_a_trial_below_the_median_with_its_checkpoint(tmp
     else:
         assert [r["iter"] for r in records] == [10, 20] and "pruned" not in records[-1]
         assert reported == {10: records[0]["mIoU"], 20: records[1]["mIoU"]}
+
+
+def test_under_two_processes_rank_0_decides_and_both_stop_together(tmp_path):
+    """Rank 0 alone reports (one intermediate value, not two) and asks Optuna; rank 1 follows the
+    decision and leaves the loop at the same iteration: both exit 0, none waits on a collective."""
+    study, hooks = study_after_one_trial(tmp_path, 1.0)
+    result = run_forked_ranks(2, "train", "--config", QUICKSTART, "--work-dir", tmp_path / "run", *TINY, hooks,
+                              folder=tmp_path / "logs", timeout=240)
+    assert result.exit_codes == [0, 0], result.stderr[-3000:]
+    records = [json.loads(line) for line in (tmp_path / "run/metrics.jsonl").read_text().splitlines()]
+    assert records[-1]["pruned"]["iter"] == 10 and [r["iter"] for r in records] == [10, 10]
+    assert study.trials[1].intermediate_values == {10: records[0]["mIoU"]}
+    assert (tmp_path / "run/checkpoints/iter_10.pth").is_file()
 
 
 def test_a_search_killed_mid_trial_has_the_trial_retried_from_its_checkpoint(tmp_path):
