@@ -56,7 +56,7 @@ def test_two_workers_at_once_run_each_pair_exactly_once(config, tmp_path):
 
 def test_a_killed_workers_run_is_taken_over_and_finished(config, tmp_path):
     work_dir = tmp_path / "grid"
-    first = worker(config, ["0"], work_dir, iters=100)
+    first = worker(config, ["0"], work_dir, iters=50)
     checkpoints = work_dir / "fast/seed0/checkpoints"
     deadline = time.monotonic() + 240
     while not (checkpoints / "iter_10.pth").exists():
@@ -64,14 +64,14 @@ def test_a_killed_workers_run_is_taken_over_and_finished(config, tmp_path):
         time.sleep(0.1)
     first.send_signal(signal.SIGKILL)
     first.communicate()
-    second = worker(config, ["0"], work_dir, iters=100)
+    second = worker(config, ["0"], work_dir, iters=50)
     output = second.communicate(timeout=400)[0]
     assert second.returncode == 0, output
     assert "fast seed 0: taking over (its worker (pid" in output
     log = (work_dir / "fast/seed0.log").read_text()
     assert log.count("\n== start:") == 1 and log.count("\n== resume:") == 1
     records = [json.loads(line) for line in (work_dir / "fast/seed0/metrics.jsonl").read_text().splitlines()]
-    assert records[-1]["iter"] == 100
+    assert records[-1]["iter"] == 50
 
 
 def pair_in(folder: Path) -> Pair:

@@ -174,7 +174,7 @@ def test_a_search_killed_mid_trial_has_the_trial_retried_from_its_checkpoint(tmp
     (tmp_path / "space.yaml").write_text(SPACE)
     command = [sys.executable, str(REPO / "tools/search.py"), "--config", str(QUICKSTART), "--space",
                str(tmp_path / "space.yaml"), "--trials", "1", "--work-dir", str(tmp_path / "out"), *TINY,
-               "train.max_iters=100"]
+               "train.max_iters=50"]
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
     first = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     deadline = time.monotonic() + 240
@@ -192,6 +192,6 @@ def test_a_search_killed_mid_trial_has_the_trial_retried_from_its_checkpoint(tmp
     log = (tmp_path / "out/trial_0.log").read_text()
     assert log.count("\n== start:") == 2 and "--resume" in log.rsplit("\n== start:", 1)[1].splitlines()[0]
     records = [json.loads(line) for line in (tmp_path / "out/trial_0/metrics.jsonl").read_text().splitlines()]
-    assert records[-1]["iter"] == 100
+    assert records[-1]["iter"] == 50
     rows = [row.split("|")[2].strip() for row in (tmp_path / "out/trials.md").read_text().splitlines()[2:]]
     assert rows == ["fail", "complete"]
