@@ -69,3 +69,11 @@ def test_a_slurm_options_file_without_a_launcher_block_is_refused(tmp_path):
     block.write_text("partition: gpu\n")
     with pytest.raises(ConfigError, match="no `launcher:` block"):
         parse_options([str(block)])
+
+
+@pytest.mark.parametrize("launcher, words", [("worker", "start more workers"), ("slurm", "array_parallelism")])
+def test_jobs_with_another_launcher_is_refused(tmp_path, launcher, words):
+    result = compare(tmp_path, "--launcher", launcher, "--jobs", "2")
+    assert result.returncode == 2
+    assert f"--jobs is for --launcher local; with {launcher}" in result.stderr and words in result.stderr
+    assert not (tmp_path / "out").exists()

@@ -91,6 +91,10 @@ def main(args: argparse.Namespace) -> int:
     seeds = [int(s) if s.isdigit() else s for s in seeds]
     check_options({"--seeds": (seeds, integer(0, max=SEED_MAX)), "--jobs": (args.jobs, integer(1)),
                    "--stale-minutes": (args.stale_minutes, number(above=0, finite=True))})
+    if args.jobs != 1 and args.launcher != "local":
+        raise ConfigError(f"--jobs is for --launcher local; with {args.launcher}, "
+                          + ("start more workers (each runs one run at a time)" if args.launcher == "worker"
+                             else "Slurm runs the tasks (--slurm array_parallelism=N caps them)"))
     if args.slurm and args.launcher != "slurm":
         raise ConfigError(f"--slurm options are for --launcher slurm, not {args.launcher}")
     if args.launcher == "slurm":
