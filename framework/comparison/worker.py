@@ -4,7 +4,7 @@ work dir, run the same command and share out the runs.
 A worker claims a run by creating `<name>/seed<S>.claim` with O_CREAT|O_EXCL (atomic on a local
 filesystem and on NFSv3+), holding its host, its pid and then its training process's pid; it runs
 the pair as the local runner does (resuming from checkpoints where the run dir has them),
-touches the claim every few seconds (the heartbeat), and removes the claim when the run ends.
+touches the claim every quarter of `stale_seconds`, at most every 30 s (the heartbeat), and removes the claim when the run ends.
 Then it takes the next. A claim whose holder is gone is taken over: on the same host when
 neither the worker nor its training process is alive; from another host when the heartbeat
 is older than `stale_seconds` (clocks of the machines must roughly agree). The worker that
