@@ -38,8 +38,11 @@ setup(
         "dev": ["pytest>=7.4", "pytest-xdist>=3.5", "torchmetrics>=1.3", "ruff>=0.6", "onnx>=1.15", "onnxruntime>=1.17", "timm>=1.0",
                 "huggingface_hub>=0.20", "mkdocs>=1.6", "mlflow-skinny>=2.12",
                 "mutmut>=3.8,<4",  # mutation testing: tests/scripts/mutation.py, docs/contributing.md
+                "submitit>=1.5.4", "optuna>=4.0",  # tests/test_compare_slurm.py (on the Slurm .ci/run starts), test_search.py
                 "torch-fidelity>=0.3"],  # FID's default extractor, tested with random weights in its file format
         "fid": ["torch-fidelity>=0.3"],  # FID's default extractor (framework/metrics/image.py)
+        # tools/compare.py --launcher slurm (submitit) and tools/search.py (optuna); imported only there
+        "cluster": ["submitit>=1.5.4", "optuna>=4.0"],
         # loggers: [mlflow] (framework/engine/loggers/mlflow_logger.py): the client alone, no server
         "mlflow": ["mlflow-skinny>=2.12"],
     },

@@ -94,10 +94,13 @@ class _StopSignals:
         return len(self.received)
 
 
-def _start(train: list[str], plan: Plan, pair: Pair, resume: bool, cores: list[int]) -> subprocess.Popen:
+def start_run(train: list[str], plan: Plan, pair: Pair, resume: bool, cores: list[int] | None,
+              threads: int | None = None) -> subprocess.Popen:
+    """The pair's training process, its output appended to the pair's log; pinned to `cores`
+    (None: where it is, e.g. a Slurm task's own CPUs) with `threads` threads (default: one per core)."""
     pair.folder.mkdir(parents=True, exist_ok=True)
     pair.write_record(None)  # claims the folder for this config before the run writes anything
-    threads = str(len(cores))
+    threads = str(threads or len(cores or [1]))
     # the runs import the framework this process imported (a checkout, not another installed copy)
     python_path = os.pathsep.join(filter(None, [str(FRAMEWORK_ROOT), os.environ.get("PYTHONPATH")]))
     env = {**os.environ, "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads, "PYTHONPATH": python_path}
@@ -129,7 +132,7 @@ def run_pairs(plan: Plan, train: list[str], say: Callable[[str], None] = print,
             while todo and free_slots and not stop.received:
                 (pair, resume), slot = todo.pop(0), free_slots.pop(0)
                 cores = plan.core_sets[slot]
-                process = _start(train, plan, pair, resume, cores)
+                process = start_run(train, plan, pair, resume, cores)
                 running[process] = (pair, slot, time.monotonic(), 0)
                 say(f"{pair.name} seed {pair.seed}: {'resumed' if resume else 'started'} "
                     f"({len(cores)} thread{'s' * (len(cores) > 1)}, cores {','.join(map(str, cores))})")

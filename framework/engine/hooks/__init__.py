@@ -11,6 +11,7 @@ below; user hooks from the config's `hooks:` list default to 50, after every bui
     30 EvalHook          evaluation every train.val_interval and at the end; metrics.jsonl,
                          the loggers' scalars and images; then after_eval for every hook
     35 EarlyStoppingHook (when a config lists it) stops when a validation metric stops improving
+    35 OptunaPruningHook (tools/search.py adds it) reports each evaluation to a trial, stops a pruned run
     40 CheckpointHook    iter_<N>.pth every train.ckpt_interval, at the end and when a signal
                          (SIGTERM/SIGINT/SIGUSR1) or a hook stops the run; best.pth (the best-metric record)
     45 HParamsHook       the run's key settings and metrics for every logger (TensorBoard's HPARAMS tab)
@@ -33,6 +34,7 @@ from framework.engine.hooks.frozen_start import FrozenStartHook
 from framework.engine.hooks.hparams import HParamsHook
 from framework.engine.hooks.logger import LoggerHook
 from framework.engine.hooks.lr import LRSchedulerHook
+from framework.engine.hooks.pruning import OptunaPruningHook
 
 __all__ = ["Hook", "every", "LoggerHook", "LRSchedulerHook", "EvalHook", "CheckpointHook", "HParamsHook",
-           "FrozenStartHook", "EarlyStoppingHook"]
+           "FrozenStartHook", "EarlyStoppingHook", "OptunaPruningHook"]
