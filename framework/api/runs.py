@@ -11,6 +11,7 @@ from pathlib import Path
 from framework.config import default_work_dir, import_custom_modules, load_config, to_plain
 from framework.errors import ConfigError
 from framework.runtime.cli import log_file_only, setup_logging, startup_done
+from framework.runtime.threads import omp_num_threads
 
 logger = logging.getLogger("framework")
 
@@ -26,6 +27,7 @@ def run_training(config, overrides=(), work_dir=None, resume=None, overwrite: bo
                           "--overwrite moves it aside to start a new one; give one of them")
     notes: list[str] = []
     cfg = load_config(config, overrides, notes)
+    omp_num_threads()  # an OMP_NUM_THREADS OpenMP ignores: one line before torch is imported and the work dir claimed
     cfg.work_dir = str(work_dir or cfg.work_dir or default_work_dir(config))
     from framework.dist import check_launch_environment, destroy_distributed, init_distributed, is_main
     from framework.engine.build import build_trainer, select_device
@@ -98,7 +100,7 @@ def run_evaluation(config, checkpoint, overrides=(), work_dir=None, show_dir=Non
     task = build_task(plain, device)
     ckpt.load_task_weights(task, state, checkpoint)
     setup_logging(work_dir if log_file else None, "test.log")  # the work dir is only written once the checkpoint fits
-    logger.info(apply_threads(plain["threads"]))
+    logger.info(apply_threads(plain["threads"], logger))
     section_path = "data.test" if plain["data"].get("test") else "data.val"
     loader = build_dataloader(section, section_path, train=False, device=device, cores=usable_cores()[0])
     check_label_map_data(task, loader, section_path, training=False)  # before --show-dir's first image
