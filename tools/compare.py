@@ -25,19 +25,19 @@ from pathlib import Path
 from framework.config.rules import integer
 from framework.config.schema import SEED_MAX
 from framework.errors import ConfigError
-from framework.runtime.cli import check_options, run
+from framework.runtime.cli import check_options, given_path, output_folder, run
 
 TRAIN = Path(__file__).resolve().parent / "train.py"
 
 
 def parse_args() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--configs", nargs="+", action="append", required=True, metavar="CFG", help="YAML configs")
+    parser.add_argument("--configs", nargs="+", action="append", required=True, metavar="CFG", type=given_path, help="YAML configs")
     parser.add_argument("--seeds", nargs="+", action="append", required=True, metavar="S", help="seeds, one run each")
     parser.add_argument("--metric", nargs="+", action="append", metavar="NAME",
                         help="metrics.jsonl values to compare (NAME:min where lower is better)")
     parser.add_argument("--jobs", type=int, default=1, help="runs at once (at most one per core; default 1)")
-    parser.add_argument("--work-dir", help="where the runs and the report go (default: work_dirs/compare_<names>)")
+    parser.add_argument("--work-dir", type=output_folder, help="where the runs and the report go (default: work_dirs/compare_<names>)")
     parser.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides for every run")
     return parser
 

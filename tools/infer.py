@@ -46,7 +46,17 @@ from framework.engine.build import select_device
 from framework.engine.trained import load_trained_task
 from framework.errors import ConfigError
 from framework.inference.result_files import distinct_inputs
-from framework.runtime.cli import check_options, run
+from framework.runtime.cli import (
+    MAX_BATCH,
+    MAX_DRAWS,
+    MAX_IMAGES,
+    MAX_SCALE,
+    MAX_SIDE,
+    check_options,
+    given_path,
+    output_folder,
+    run,
+)
 from framework.runtime.overwrite import refuse_writing_over_inputs
 
 # Given to the kind's run as they were given (None: not given), so it can refuse those it does not use.
@@ -56,10 +66,10 @@ RUN_OPTIONS = (*SEGMENTATION_OPTIONS.values(), "num", "seed", "samples", "direct
 
 def parse_args() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--config", required=True, help="the config the model was trained with")
-    parser.add_argument("--checkpoint", required=True, help="training checkpoint (.pth)")
-    parser.add_argument("--input", nargs="+", default=[], help="image files, folders or glob patterns")
-    parser.add_argument("--output", required=True, help="folder for the results")
+    parser.add_argument("--config", required=True, type=given_path, help="the config the model was trained with")
+    parser.add_argument("--checkpoint", required=True, type=given_path, help="training checkpoint (.pth)")
+    parser.add_argument("--input", nargs="+", default=[], type=given_path, help="image files, folders or glob patterns")
+    parser.add_argument("--output", required=True, type=output_folder, help="folder for the results")
     parser.add_argument("--mode", choices=["whole", "slide"], help="whole image, or sliding window tiles")
     parser.add_argument("--crop", type=int, nargs=2, metavar=("H", "W"), help="slide: tile size")
     parser.add_argument("--stride", type=int, nargs=2, metavar=("H", "W"), help="slide: step between tiles")
@@ -89,10 +99,12 @@ def parse_args() -> argparse.ArgumentParser:
 
 def check_infer_options(args: argparse.Namespace) -> None:
     """Refuse option values no run can use, before the model is loaded."""
-    check_options({"--batch-size": (args.batch_size, integer(1)), "--tile-batch": (args.tile_batch, integer(1)),
-                   "--crop": (args.crop, integer(1)), "--stride": (args.stride, integer(1)),
-                   "--scales": (args.scales, number(above=0, finite=True)), "--num": (args.num, integer(1)),
-                   "--samples": (args.samples, integer(1)), "--smoothgrad": (args.smoothgrad, integer(1)),
+    check_options({"--batch-size": (args.batch_size, integer(1, max=MAX_BATCH)),
+                   "--tile-batch": (args.tile_batch, integer(1, max=MAX_BATCH)),
+                   "--crop": (args.crop, integer(1, max=MAX_SIDE)), "--stride": (args.stride, integer(1, max=MAX_SIDE)),
+                   "--scales": (args.scales, number(above=0, max=MAX_SCALE)), "--num": (args.num, integer(1, max=MAX_IMAGES)),
+                   "--samples": (args.samples, integer(1, max=MAX_DRAWS)),
+                   "--smoothgrad": (args.smoothgrad, integer(1, max=MAX_DRAWS)),
                    "--seed": (args.seed, integer(0, max=SEED_MAX))})
     if args.smoothgrad is not None and args.saliency is None:
         raise ConfigError("--smoothgrad: smooths a saliency map; give --saliency TARGET with it")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import os
 from pathlib import Path
 
 from framework.config import default_work_dir, import_custom_modules, load_config, to_plain
@@ -36,6 +37,10 @@ def run_training(config, overrides=(), work_dir=None, resume=None, overwrite: bo
 
     if resume is True:  # before the work dir is claimed, which may move an untrained start aside
         require_run_to_resume(cfg.work_dir)
+    elif isinstance(resume, (str, os.PathLike)):  # a file that is no checkpoint: refused before anything is written
+        from framework.checkpoint.files import load_checkpoint
+
+        resume = (Path(resume), load_checkpoint(resume))
     resuming = bool(resume) or auto_resume_enabled(cfg.auto_resume)
     trainer = None
     try:
@@ -55,6 +60,7 @@ def run_training(config, overrides=(), work_dir=None, resume=None, overwrite: bo
                 logger.info(f"config: {note}")
             trainer = build_trainer(cfg, cfg.work_dir, resume=resume, overrides=overrides,
                                     allow_new_world_size=allow_new_world_size)
+            resume = None  # a checkpoint read above is not held through the training
             startup_done()
             trainer.fit()
         stopped_early = trainer.stop_signal is not None and trainer.iter < trainer.max_iters

@@ -49,7 +49,8 @@ def build_trainer(cfg: DictConfig, work_dir: str, resume: str | bool | None = No
                   overrides: list[str] | tuple[str, ...] = (), allow_new_world_size: bool = False) -> Trainer:
     """Everything a run needs, built from the config.
 
-    `resume`: a checkpoint path, True for the work dir's latest, None to follow `auto_resume`.
+    `resume`: a checkpoint path, True for the work dir's latest, None to follow `auto_resume`,
+    or (path, state) of a checkpoint read already.
     `overrides`: the command line's key=value list, recorded in every checkpoint.
     `allow_new_world_size`: resume on a number of processes that cannot keep the global batch.
     """
