@@ -151,7 +151,7 @@ def workspace(tmp_path_factory):
 
 
 def cases(tool: str):
-    """(case id, argv) for every option of `tool` and every bad value of its kind."""
+    """(case id, option, the bad words, argv) for every option of `tool` and every bad value of its kind."""
     spec = OPTIONS[tool]
     for option, kind in {**spec.options, **COMMON}.items():
         if kind == "overrides" and tool in OVERRIDES_NOT_A_CONFIG:
@@ -159,7 +159,7 @@ def cases(tool: str):
         for case, words in BAD[kind]:
             if (option, case) in spec.skip:
                 continue
-            yield f"{option} {case}", option, argv_with(spec.base, option, words)
+            yield f"{option} {case}", option, words or [], argv_with(spec.base, option, words)
 
 
 def argv_with(base: list, option: str, words: list | None) -> list:
@@ -194,12 +194,12 @@ def test_every_bad_option_value_is_one_line_and_writes_nothing(tool, workspace, 
     monkeypatch.chdir(workspace)  # default outputs (work_dirs/...) land here, and are seen
     names = {"tmp": workspace, "run": workspace / "run"}
     failures = []
-    for case, option, argv in cases(tool):
-        argv = [word.format(**names) for word in argv]
+    for case, option, words, argv in cases(tool):
+        words, argv = [word.format(**names) for word in words], [word.format(**names) for word in argv]
         before = files_under(workspace)
         result = run_case(tool, argv)
         lines = result.stderr.strip().splitlines()
-        named = option in result.stderr or any(word and word.split("=")[0] in result.stderr for word in argv[-2:])
+        named = option in result.stderr or any(word and word.split("=")[0] in result.stderr for word in words)
         problems = [what for what, wrong in [
             (f"exit status {result.returncode}", result.returncode == 0),
             ("a traceback", "Traceback" in result.stderr + result.stdout),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import gc
 import json
 import logging
@@ -95,7 +96,10 @@ def run(main: Callable[[argparse.Namespace], int | None], parser: argparse.Argum
     what was printed (tools/train.py hands it to torchrun's error file)."""
     parser.add_argument("--debug", action="store_true", help="show full tracebacks")
     one_line_usage_errors(parser)
-    args = parser.parse_intermixed_args(argv)  # key=value overrides before or after --options
+    try:
+        args = parser.parse_intermixed_args(argv)  # key=value overrides before or after --options
+    except OSError as err:  # an output path under a file, found while parsing (output_folder, output_file)
+        return _fail(f"error: {os_error_line(err)}", 1, on_error)
     try:
         return main(args) or 0
     except UserError as err:
@@ -127,9 +131,11 @@ def _empty(text: str, what: str) -> None:
         raise argparse.ArgumentTypeError(f"expected {what}, got an empty path")
 
 
-def _file_above(path: Path) -> Path | None:
-    """The existing file among `path`'s parents (writing under it cannot work), or None."""
-    return next((parent for parent in path.parents if parent.exists() and not parent.is_dir()), None)
+def _refuse_path_under_a_file(text: str) -> None:
+    """A path with a file among its parents cannot be written: the OSError writing would raise
+    (`error: <path>: Not a directory`, exit status 1, as every tool says it), before any work."""
+    if any(parent.exists() and not parent.is_dir() for parent in Path(text).expanduser().parents):
+        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), text)
 
 
 def given_path(text: str) -> str:
@@ -140,27 +146,26 @@ def given_path(text: str) -> str:
 
 
 def output_folder(text: str) -> str:
-    """argparse `type=` of an option naming a folder to write into: an existing file, a path
-    under a file, or an empty path is refused while the arguments are parsed, before any work
-    (and before a file is written: results would otherwise fail half-way, naming another path)."""
+    """argparse `type=` of an option naming a folder to write into: an existing file or an empty
+    path is refused while the arguments are parsed, before any work (a path under a file too, as
+    the file-system error it would be); results would otherwise fail half-way, after the work."""
     _empty(text, "a folder")
     path = Path(text).expanduser()
     if path.exists() and not path.is_dir():
         raise argparse.ArgumentTypeError(f"{text} is a file, not a folder: name a folder to write into")
-    if (blocking := _file_above(path)) is not None:
-        raise argparse.ArgumentTypeError(f"{text}: {blocking} is a file, not a folder")
+    _refuse_path_under_a_file(text)
     return text
 
 
 def output_file(text: str) -> str:
-    """argparse `type=` of an option naming a file to write: an existing folder, a path under a
-    file, or an empty path is refused while the arguments are parsed, before any work."""
+    """argparse `type=` of an option naming a file to write: an existing folder or an empty path
+    is refused while the arguments are parsed, before any work (a path under a file too, as the
+    file-system error it would be)."""
     _empty(text, "a file name")
     path = Path(text).expanduser()
     if path.is_dir():
         raise argparse.ArgumentTypeError(f"{text} is a folder, not a file: name the file to write")
-    if (blocking := _file_above(path)) is not None:
-        raise argparse.ArgumentTypeError(f"{text}: {blocking} is a file, not a folder")
+    _refuse_path_under_a_file(text)
     return text
 
 
