@@ -30,12 +30,13 @@ HUGE = str(10**30)  # above every bound, and beyond a 64-bit integer
 # kind -> [(case, the words after the option)]; {names} are files made by `workspace`
 BAD = {
     "config": [("missing", ["{tmp}/nope.yaml"]), ("folder", ["{tmp}/folder"]), ("png", ["{tmp}/image.png"]),
-               ("empty", [""])],
+               ("text-not-a-mapping", ["{tmp}/notes.txt"]), ("empty", [""])],
     "checkpoint": [("missing", ["{tmp}/nope.pth"]), ("folder", ["{tmp}/folder"]), ("png", ["{tmp}/image.png"]),
                    ("empty", [""])],
     "output_file": [("a-folder", ["{tmp}/folder"]), ("under-a-file", ["{tmp}/notes.txt/x.out"]), ("empty", [""])],
     "output_folder": [("a-file", ["{tmp}/notes.txt"]), ("under-a-file", ["{tmp}/notes.txt/sub"]), ("empty", [""])],
-    "inputs": [("missing", ["{tmp}/nope.png"]), ("empty-folder", ["{tmp}/empty"]), ("not-an-image", ["{tmp}/notes.txt"])],
+    "inputs": [("missing", ["{tmp}/nope.png"]), ("empty-folder", ["{tmp}/empty"]), ("not-an-image", ["{tmp}/notes.txt"]),
+               ("a-checkpoint", ["{run}/checkpoints/iter_1.pth"])],
     "count": [("text", ["abc"]), ("fraction", ["1.5"]), ("zero", ["0"]), ("negative", ["-1"]), ("huge", [HUGE])],
     "count0": [("text", ["abc"]), ("fraction", ["1.5"]), ("negative", ["-1"]), ("huge", [HUGE])],
     "seed": [("text", ["abc"]), ("negative", ["-1"]), ("huge", [HUGE])],

@@ -94,6 +94,7 @@ def run_evaluation(config, checkpoint, overrides=(), work_dir=None, show_dir=Non
     from framework.runtime.threads import apply_threads, usable_cores
 
     cfg = load_config(config, list(overrides or ()))
+    omp_num_threads()  # refused before test.log is written
     work_dir = str(work_dir or cfg.work_dir or default_work_dir(config))
     import_custom_modules(cfg)
     plain = to_plain(cfg)
