@@ -107,8 +107,9 @@ def oversubscription_warning(threads: int, cores: int, why: str) -> str | None:
     """A warning line when `threads` outnumber the usable `cores` (`why`: usable_cores' reason)."""
     if threads <= cores:
         return None
-    return (f"warning: threads {threads} is more than the usable cores ({why}): threads that outnumber the cores wait on each other at every step, each iteration can take "
-            f"many times longer; use threads: auto or at most threads: {cores}")
+    return (f"warning: threads {threads} is more than the usable cores ({why}): threads that outnumber the "
+            f"cores wait on each other at every step, each iteration can take many times longer; use threads: auto "
+            f"or at most threads: {cores}")
 
 
 def auto_chosen(setting, environ=os.environ) -> bool:
@@ -147,12 +148,11 @@ def resumed_threads(recorded: int | None, current: int, setting, environ=os.envi
                "at one thread count)")
     if not auto_chosen(setting, environ):
         chosen = f"threads: {setting}" if setting != "auto" else "OMP_NUM_THREADS"
-        return None, (f"warning: resuming {trained} at {current} "
-                      f"({chosen}): {differs}; threads={recorded} resumes it exactly"), True
+        return None, (f"warning: resuming {trained} at {current} ({chosen}): {differs}; threads={recorded} "
+                      "resumes it exactly"), True
     cores = usable_cores()[0] if cores is None else cores
     if recorded > cores:
-        return None, (f"warning: resuming {trained} on {cores} usable "
-                      f"core{'s' if cores != 1 else ''}: it continues with {current}, and {differs}; "
-                      f"threads={recorded} resumes it exactly, more slowly"), True
+        return None, (f"warning: resuming {trained} on {cores} usable core{'s' if cores != 1 else ''}: it "
+                      f"continues with {current}, and {differs}; threads={recorded} resumes it exactly, more slowly"), True
     return recorded, (f"threads {recorded} (the checkpoint's: a deterministic run resumes at the count it was "
                       f"trained with, bit for bit; threads: auto would take {current} here)"), False
