@@ -44,10 +44,21 @@ def call_tool(tool: str, *args) -> subprocess.CompletedProcess:
     spec = importlib.util.spec_from_file_location(f"tools_{tool}", REPO / "tools" / f"{tool}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    return captured(lambda argv: run(module.main, module.parse_args(), argv), [str(a) for a in args])
+
+
+def captured(main, argv: list[str]) -> subprocess.CompletedProcess:
+    """`main(argv)`'s exit status (its return value, or a SystemExit's code, as a process would
+    end with) and what it printed."""
     stdout, stderr = io.StringIO(), io.StringIO()
     with redirect_stdout(stdout), redirect_stderr(stderr):
-        code = run(module.main, module.parse_args(), [str(a) for a in args])
-    return subprocess.CompletedProcess([tool, *args], code, stdout.getvalue(), stderr.getvalue())
+        try:
+            code = main(argv)
+        except SystemExit as exit:  # sys.exit("text") prints the text, as the interpreter would
+            if isinstance(exit.code, str):
+                print(exit.code, file=sys.stderr)
+            code = exit.code if isinstance(exit.code, int) else 0 if exit.code is None else 1
+    return subprocess.CompletedProcess(argv, code, stdout.getvalue(), stderr.getvalue())
 
 
 def train_run(work_dir, config, *overrides, runner=call_tool) -> Path:

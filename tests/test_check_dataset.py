@@ -77,7 +77,7 @@ def test_duplicate_names_and_all_ignored_masks_are_listed_with_the_other_problem
 
 def test_check_dataset_refuses_a_negative_worker_count(tmp_path):
     result = call_tool("check_dataset", "--config", make_folder(tmp_path / "data"), "--workers", "-1")
-    assert result.returncode == 2 and result.stderr == "error: --workers: expected an integer >= 0, got -1\n"
+    assert result.returncode == 2 and result.stderr.count("\n") == 1 and "--workers" in result.stderr and "got -1" in result.stderr
 
 
 def test_a_clean_folder_exits_zero_with_the_class_table(tmp_path):

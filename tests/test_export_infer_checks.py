@@ -99,8 +99,8 @@ def test_a_failed_export_check_leaves_no_file(unet_run, tmp_path):
 
 
 @pytest.mark.parametrize("option, message", [
-    (["--size", "0", "0"], "--size: expected an integer >= 1, got 0"),
-    (["--batch", "0"], "--batch: expected an integer >= 1, got 0"),
+    (["--size", "0", "0"], "--size: expected an integer >= 1 and <= 16384, got 0"),
+    (["--batch", "0"], "--batch: expected an integer >= 1 and <= 4096, got 0"),
     (["--atol", "nan"], "--atol: expected a finite number >= 0, got nan"),
 ])
 def test_export_refuses_option_values_it_cannot_use(unet_run, tmp_path, option, message):
@@ -126,10 +126,10 @@ def test_infer_refuses_inputs_that_would_write_the_same_result(unet_run, tmp_pat
 
 
 @pytest.mark.parametrize("option, message", [
-    (["--batch-size", "0"], "--batch-size: expected an integer >= 1, got 0"),
-    (["--tile-batch", "0"], "--tile-batch: expected an integer >= 1, got 0"),
+    (["--batch-size", "0"], "--batch-size: expected an integer >= 1 and <= 4096, got 0"),
+    (["--tile-batch", "0"], "--tile-batch: expected an integer >= 1 and <= 4096, got 0"),
     (["--seed", "-1"], "--seed: expected an integer >= 0 and <= 9223372036854775807, got -1"),
-    (["--scales", "1", "inf"], "--scales: expected a finite number > 0, got inf"),
+    (["--scales", "1", "inf"], "--scales: expected a number > 0 and <= 8, got inf"),
 ])
 def test_infer_refuses_option_values_it_cannot_use(unet_run, tmp_path, option, message):
     result = call_tool("infer", *unet_run.args(), "--input", tmp_path / "x.png", "--output", tmp_path / "o", *option)
@@ -159,8 +159,8 @@ def test_a_png_into_a_read_only_folder_is_one_line_and_exit_1(pix2pix_run, read_
 
 
 @pytest.mark.parametrize("tool, options, named", [
-    ("export", ["--format", "torchscript", "--output", "{blocked}/m.pt", "--size", "32", "32"], "{blocked}"),
-    ("infer", ["--input", "{images}", "--output", "{blocked}/out"], "{blocked}/out/masks"),
+    ("export", ["--format", "torchscript", "--output", "{blocked}/m.pt", "--size", "32", "32"], "{blocked}/m.pt"),
+    ("infer", ["--input", "{images}", "--output", "{blocked}/out"], "{blocked}/out"),
     ("test", ["--work-dir", "{blocked}/out"], "{blocked}/out"),
     ("analyze_model", ["--json", "{blocked}/report.json", "--size", "32", "32"], "{blocked}/report.json"),
 ])

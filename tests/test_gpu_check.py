@@ -41,6 +41,7 @@ def test_dry_run_prints_the_plan_within_eight_minutes():
     assert result.returncode == 0, result.stderr
     assert [line.split(" ")[1] for line in result.stdout.splitlines() if line[:1].isdigit()] == STEP_NAMES
     steps = gpu_check.plan(REPO / "out")
+    assert [step.name for step in steps] == list(gpu_check.STEP_NAMES)  # what --steps accepts
     assert all(step.budget_s > 0 for step in steps)
     assert sum(step.budget_s for step in steps) <= gpu_check.TOTAL_BUDGET_S == 480
     assert result.stdout.splitlines()[-1] == f"budgets together: {sum(s.budget_s for s in steps)} s of 480"

@@ -33,7 +33,7 @@ def test_make_fixture_dataset_writes_the_published_names(tmp_path):
     instances = Image.open(tmp_path / "cs/gtFine/val/frankfurt/frankfurt_000000_000019_gtFine_instanceIds.png")
     assert np.asarray(instances).max() >= 24000  # 16-bit: labelId * 1000 + instance
     result = call_tool("make_fixture_dataset", "--layout", "ade20k", tmp_path / "ade", "--samples", "0")
-    assert result.returncode == 2 and "--samples: expected an integer >= 1, got 0" in result.stderr
+    assert result.returncode == 2 and "--samples" in result.stderr and "got 0" in result.stderr
 
 
 def test_make_fixture_dataset_writes_facades_and_horse2zebra_as_published(tmp_path):

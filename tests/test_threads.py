@@ -3,13 +3,23 @@
 user's kept, N pinned; one log line saying which and why; data-loader workers count the same
 cores. cgroup files are written in a temp dir in each layout (v2 `cpu.max`, v1 cfs files)."""
 
+import shutil
+
 import pytest
 import torch
 
 from framework.config import load_config
 from framework.data.loader import auto_workers
-from framework.runtime.threads import cgroup_quota, resolve_threads, usable_cores
-from support import REPO, TINY_SEGMENTATION, call_tool
+from framework.errors import ConfigError
+from framework.runtime import threads as threads_module
+from framework.runtime.threads import (
+    cgroup_quota,
+    oversubscription_warning,
+    resolve_threads,
+    resumed_threads,
+    usable_cores,
+)
+from support import REPO, TINY_SEGMENTATION, TINY_UNET, call_tool
 
 
 @pytest.mark.parametrize("files, quota", [
@@ -72,3 +82,92 @@ def test_a_run_sets_and_logs_its_threads(tmp_path, monkeypatch):
             (tmp_path / "auto/train.log").read_text()
     finally:
         torch.set_num_threads(before)
+
+
+@pytest.mark.parametrize("value", ["abc", "0", "-3", "4,2", "1.5"])
+def test_an_omp_num_threads_openmp_ignores_is_refused_in_one_line(tmp_path, monkeypatch, value):
+    """libgomp ignores these ("Invalid value") and torch runs one thread per core; the run logged
+    `threads abc` (issue 63). Refused before the work dir is claimed."""
+    monkeypatch.setenv("OMP_NUM_THREADS", value)
+    with pytest.raises(ConfigError, match="OMP_NUM_THREADS"):
+        resolve_threads("auto", {"OMP_NUM_THREADS": value}, 2, None)
+    result = call_tool("train", "--config", REPO / "configs/segmentation/unet_shapes.yaml", "--work-dir",
+                       tmp_path / "wd", *TINY_SEGMENTATION, "train.max_iters=1")
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    assert len(result.stderr.splitlines()) == 1 and "OMP_NUM_THREADS" in result.stderr and value in result.stderr
+    assert not (tmp_path / "wd").exists()
+
+
+def one_usable_core(monkeypatch, cores):
+    """runtime.threads as on a machine where this process may use `cores[0]` cores (a list: a test
+    changes it between runs, as `taskset -c 0` would)."""
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setattr(threads_module, "usable_cores",
+                        lambda affinity=None, quota="read": (cores[0], f"{cores[0]} cores this process may use"))
+
+
+def test_more_threads_than_usable_cores_is_a_warning_naming_the_cores(tmp_path, monkeypatch):
+    """`threads: 64` on 2 cores ran 200 times slower without a word (issue 63)."""
+    assert oversubscription_warning(2, 2, "2 cores this process may use") is None
+    warning = oversubscription_warning(64, 2, "2 cores this process may use")
+    assert "threads 64" in warning and "2 cores" in warning
+    before = torch.get_num_threads()
+    one_usable_core(monkeypatch, [1])
+    try:
+        result = call_tool("train", "--config", REPO / "configs/segmentation/unet_shapes.yaml", "--work-dir", tmp_path,
+                           *TINY_SEGMENTATION, "train.max_iters=1", "train.val_interval=0", "threads=2")
+    finally:
+        torch.set_num_threads(before)
+    assert result.returncode == 0, result.stderr
+    log = (tmp_path / "train.log").read_text()
+    assert "warning: threads 2 is more than the usable cores (1 cores" in log
+
+
+DETERMINISTIC_RUN = [*TINY_UNET, "data.train.num_workers=0", "train.max_iters=4", "train.ckpt_interval=2",
+                     "train.val_interval=0", "train.log_interval=1"]
+
+
+def train_deterministic(work_dir, *args):
+    result = call_tool("train", "--config", REPO / "configs/segmentation/unet_shapes.yaml", "--work-dir", work_dir,
+                       *DETERMINISTIC_RUN, *args)
+    assert result.returncode == 0, result.stderr
+    return torch.load(work_dir / "checkpoints/iter_4.pth", weights_only=True)
+
+
+def test_a_deterministic_run_resumed_where_auto_takes_another_count_resumes_at_its_own(tmp_path, monkeypatch):
+    """A `deterministic: true` run resumed where `threads: auto` took another count ended with 125
+    of 176 tensors different from the uninterrupted run, without a word (issue 63). The checkpoint
+    records the count; resumed on more cores, auto takes the recorded count again and the run ends
+    bit for bit where the uninterrupted one did; resumed at a count the user chose (or on fewer
+    cores than the count) it warns that the result will differ, and it does."""
+    before, cores = torch.get_num_threads(), [1]
+    one_usable_core(monkeypatch, cores)
+    try:
+        whole = train_deterministic(tmp_path / "whole")
+        assert whole["meta"]["threads"] == 1
+        resumed_dir = shutil.copytree(tmp_path / "whole", tmp_path / "resumed")
+        chosen_dir = shutil.copytree(tmp_path / "whole", tmp_path / "chosen")
+        cores[0] = 2  # the run moved to a machine (or a taskset) with more cores
+        resumed = train_deterministic(resumed_dir, "--resume", resumed_dir / "checkpoints/iter_2.pth")
+        chosen = train_deterministic(chosen_dir, "--resume", chosen_dir / "checkpoints/iter_2.pth", "threads=2")
+    finally:
+        torch.set_num_threads(before)
+    differ = [k for k, v in whole["task"].items() if not torch.equal(v, resumed["task"][k])]
+    assert not differ, f"{len(differ)} of {len(whole['task'])} tensors differ: {differ[:5]}"
+    assert resumed["meta"]["threads"] == 1
+    assert "threads 1 (the checkpoint's" in (resumed_dir / "train.log").read_text()
+    assert any(not torch.equal(v, chosen["task"][k]) for k, v in whole["task"].items())  # what the warning says
+    warning = [line for line in (chosen_dir / "train.log").read_text().splitlines() if "trained with" in line]
+    assert len(warning) == 1 and "warning" in warning[0] and "1 thread at 2" in warning[0] and "differ" in warning[0], warning
+
+
+def test_a_resume_that_cannot_take_the_recorded_count_says_the_result_will_differ():
+    assert resumed_threads(2, 2, "auto", {}, cores=1) == (None, None, False)
+    assert resumed_threads(None, 1, "auto", {}, cores=1) == (None, None, False)  # a checkpoint written before the count was recorded
+    threads, line, warning = resumed_threads(4, 1, "auto", {}, cores=1)
+    assert threads is None and warning and "4 threads" in line and "1 usable core" in line and "differ" in line
+    threads, line, warning = resumed_threads(2, 1, 1, {}, cores=2)  # the user's threads: 1
+    assert threads is None and warning and "threads: 1" in line and "differ" in line
+    threads, line, warning = resumed_threads(2, 1, "auto", {"OMP_NUM_THREADS": "1"}, cores=2)
+    assert threads is None and warning and "OMP_NUM_THREADS" in line
+    assert resumed_threads(2, 1, "auto", {}, cores=2)[:1] == (2,)

@@ -16,17 +16,17 @@ from pathlib import Path
 from framework.analysis.model_stats import human, module_rows
 from framework.config.rules import integer
 from framework.engine.trained import load_trained_task
-from framework.runtime.cli import check_options, run
+from framework.runtime.cli import MAX_DEPTH, MAX_SIDE, check_options, given_path, output_file, run
 from framework.runtime.overwrite import refuse_writing_over_inputs
 
 
 def parse_args() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--config", required=True, help="YAML config file")
-    parser.add_argument("--checkpoint", help="training checkpoint (optional)")
+    parser.add_argument("--config", required=True, type=given_path, help="YAML config file")
+    parser.add_argument("--checkpoint", type=given_path, help="training checkpoint (optional)")
     parser.add_argument("--size", type=int, nargs=2, default=[256, 256], metavar=("H", "W"), help="input size")
     parser.add_argument("--depth", type=int, default=2, help="module nesting levels to list")
-    parser.add_argument("--json", help="also write the table as JSON here")
+    parser.add_argument("--json", type=output_file, help="also write the table as JSON here")
     parser.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides")
     return parser
 
@@ -40,7 +40,7 @@ def format_rows(rows: list[dict]) -> str:
 
 
 def main(args: argparse.Namespace) -> None:
-    check_options({"--size": (args.size, integer(1)), "--depth": (args.depth, integer(0))})
+    check_options({"--size": (args.size, integer(1, max=MAX_SIDE)), "--depth": (args.depth, integer(0, max=MAX_DEPTH))})
     if args.json:
         reads = [("--config", args.config), *([("--checkpoint", args.checkpoint)] if args.checkpoint else [])]
         refuse_writing_over_inputs("--json", args.json, reads, [args.json], output_is_folder=False)

@@ -23,7 +23,7 @@ from framework.config.rules import integer
 from framework.data.loader import build_dataloader
 from framework.data.sources import folders_read_by
 from framework.errors import ConfigError
-from framework.runtime.cli import check_options, run
+from framework.runtime.cli import MAX_BATCH, MAX_IMAGES, check_options, given_path, output_folder, run
 from framework.runtime.overwrite import refuse_writing_over_inputs
 from framework.visualization.masks import overlay, write_rgb
 from framework.visualization.palette import colorize
@@ -31,8 +31,8 @@ from framework.visualization.palette import colorize
 
 def parse_args() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--config", required=True, help="YAML config file")
-    parser.add_argument("--output", required=True, help="folder for the grids")
+    parser.add_argument("--config", required=True, type=given_path, help="YAML config file")
+    parser.add_argument("--output", required=True, type=output_folder, help="folder for the grids")
     parser.add_argument("--split", default="train", help="data section: train (augmented) or val")
     parser.add_argument("--num", type=int, default=16, help="samples to show")
     parser.add_argument("--rows", type=int, default=8, help="samples per grid")
@@ -65,7 +65,7 @@ def grid_file(output: Path, number: int) -> Path:
 
 
 def main(args: argparse.Namespace) -> None:
-    check_options({"--num": (args.num, integer(1)), "--rows": (args.rows, integer(1))})
+    check_options({"--num": (args.num, integer(1, max=MAX_IMAGES)), "--rows": (args.rows, integer(1, max=MAX_BATCH))})
     cfg = load_config(args.config, args.overrides)
     import_custom_modules(cfg)
     plain = to_plain(cfg)

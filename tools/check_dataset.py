@@ -40,18 +40,18 @@ from framework.data.folder import MAX_NAMES_IN_MESSAGE, ORIENTATIONS, duplicate_
 from framework.data.sources import folders_read_by
 from framework.errors import ConfigError
 from framework.registry import DATASETS
-from framework.runtime.cli import check_options, run
+from framework.runtime.cli import MAX_WORKERS, check_options, given_path, output_file, output_folder, run
 from framework.runtime.overwrite import refuse_writing_over_inputs
 from framework.visualization.masks import write_index_mask
 
 
 def parse_args() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--config", required=True, help="YAML config file")
+    parser.add_argument("--config", required=True, type=given_path, help="YAML config file")
     parser.add_argument("--split", default="train", help="which data section: train, val or test")
     parser.add_argument("--workers", type=int, default=0, help="processes reading the files")
-    parser.add_argument("--json", help="also write the report as JSON here")
-    parser.add_argument("--convert-rgb-masks", metavar="DIR", help="write colour masks as index masks here")
+    parser.add_argument("--json", type=output_file, help="also write the report as JSON here")
+    parser.add_argument("--convert-rgb-masks", metavar="DIR", type=output_folder, help="write colour masks as index masks here")
     parser.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides")
     return parser
 
@@ -205,7 +205,7 @@ def report_problems(problems: list[str]) -> int:
 
 
 def main(args: argparse.Namespace) -> int:
-    check_options({"--workers": (args.workers, integer(0))})
+    check_options({"--workers": (args.workers, integer(0, max=MAX_WORKERS))})
     with duplicate_names_collected() as duplicates:  # listed with the other problems, not fatal here
         dataset = build_dataset(args.config, args.split, args.overrides)
     refuse_writing_over_the_data(args, dataset)

@@ -36,26 +36,30 @@ from pathlib import Path
 from framework.config.rules import integer, number
 from framework.config.schema import SEED_MAX
 from framework.errors import ConfigError
-from framework.runtime.cli import check_options, run
+from framework.runtime.cli import check_options, given_path, output_folder, run
+
+DEFAULT_STALE_MINUTES = 10.0
+MAX_STALE_MINUTES = 7 * 24 * 60  # a worker silent for a week is gone; more would never take its run over
 
 TRAIN = Path(__file__).resolve().parent / "train.py"
 
 
 def parse_args() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--configs", nargs="+", action="append", metavar="CFG", help="YAML configs")
+    parser.add_argument("--configs", nargs="+", action="append", metavar="CFG", type=given_path, help="YAML configs")
     parser.add_argument("--seeds", nargs="+", action="append", metavar="S", help="seeds, one run each")
     parser.add_argument("--metric", nargs="+", action="append", metavar="NAME",
                         help="metrics.jsonl values to compare (NAME:min where lower is better)")
     parser.add_argument("--jobs", type=int, default=1, help="runs at once (at most one per core; default 1)")
-    parser.add_argument("--work-dir", help="where the runs and the report go (default: work_dirs/compare_<names>)")
+    parser.add_argument("--work-dir", type=output_folder,
+                        help="where the runs and the report go (default: work_dirs/compare_<names>)")
     parser.add_argument("--launcher", choices=("local", "slurm", "worker"), default="local",
                         help="local: --jobs processes here (default); slurm: one job array; worker: claim runs "
                         "from a work dir shared with other workers")
     parser.add_argument("--slurm", action="append", default=[], metavar="KEY=VALUE|FILE.yaml",
                         help="a submitit/Slurm option (partition=gpu, timeout_min=240, gpus_per_node=1, "
                         "array_parallelism=8, ...) or a YAML file with a `launcher:` block of them; repeatable")
-    parser.add_argument("--stale-minutes", type=float, default=10.0,
+    parser.add_argument("--stale-minutes", type=float, default=None,
                         help="worker: a run whose worker on another host has not beaten its heartbeat for this "
                         "long is taken over (default 10)")
     parser.add_argument("--report", action="store_true",
@@ -90,13 +94,16 @@ def main(args: argparse.Namespace) -> int:
     metrics = take_overrides(metrics, overrides, keep=lambda v: False) if metrics else None
     seeds = [int(s) if s.isdigit() else s for s in seeds]
     check_options({"--seeds": (seeds, integer(0, max=SEED_MAX)), "--jobs": (args.jobs, integer(1)),
-                   "--stale-minutes": (args.stale_minutes, number(above=0, finite=True))})
+                   "--stale-minutes": (args.stale_minutes, number(above=0, max=MAX_STALE_MINUTES, finite=True))})  # None: not given
     if args.jobs != 1 and args.launcher != "local":
         raise ConfigError(f"--jobs is for --launcher local; with {args.launcher}, "
                           + ("start more workers (each runs one run at a time)" if args.launcher == "worker"
                              else "Slurm runs the tasks (--slurm array_parallelism=N caps them)"))
     if args.slurm and args.launcher != "slurm":
         raise ConfigError(f"--slurm options are for --launcher slurm, not {args.launcher}")
+    if args.stale_minutes is not None and args.launcher != "worker":
+        raise ConfigError(f"--stale-minutes is for --launcher worker, not {args.launcher}")
+    stale_minutes = DEFAULT_STALE_MINUTES if args.stale_minutes is None else args.stale_minutes
     if args.launcher == "slurm":
         from framework.comparison.slurm_launcher import parse_options, require_slurm
 
@@ -118,7 +125,7 @@ def main(args: argparse.Namespace) -> int:
     if args.launcher == "worker":
         from framework.comparison.worker import run_as_worker
 
-        outcomes, stop_signal = run_as_worker(plan, [sys.executable, str(TRAIN)], args.stale_minutes * 60,
+        outcomes, stop_signal = run_as_worker(plan, [sys.executable, str(TRAIN)], stale_minutes * 60,
                                               say=lambda line: print(line, flush=True))
         return finish(plan, outcomes, stop_signal)
     print(f"{len(plan.pairs)} runs ({len(plan.configs)} configs x {len(seeds)} seeds) in {plan.work_dir}, "

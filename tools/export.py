@@ -30,8 +30,8 @@ from pathlib import Path
 from framework.config.rules import integer, number
 from framework.engine.trained import load_trained_task
 from framework.inference.export import FORMATS, export, max_difference, require_onnx
+from framework.runtime.cli import MAX_BATCH, MAX_SIDE, given_path, output_file, run
 from framework.runtime.cli import check_options as check_options_against
-from framework.runtime.cli import run
 from framework.runtime.overwrite import refuse_writing_over_inputs
 
 DEFAULT_ATOL = {"onnx": 1e-4, "torchscript": 1e-5}
@@ -39,10 +39,10 @@ DEFAULT_ATOL = {"onnx": 1e-4, "torchscript": 1e-5}
 
 def parse_args() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--config", required=True, help="the config the model was trained with")
-    parser.add_argument("--checkpoint", help="training checkpoint (.pth); without it, the initial weights")
+    parser.add_argument("--config", required=True, type=given_path, help="the config the model was trained with")
+    parser.add_argument("--checkpoint", type=given_path, help="training checkpoint (.pth); without it, the initial weights")
     parser.add_argument("--format", required=True, choices=FORMATS)
-    parser.add_argument("--output", required=True, help="file to write (.onnx, .pt)")
+    parser.add_argument("--output", required=True, type=output_file, help="file to write (.onnx, .pt)")
     parser.add_argument("--dynamic", action="store_true", help="free batch size, height and width")
     parser.add_argument("--size", type=int, nargs=2, default=[256, 256], metavar=("H", "W"),
                         help="input size of the export (with --dynamic: the traced size; any size works)")
@@ -55,7 +55,7 @@ def parse_args() -> argparse.ArgumentParser:
 
 def check_options(args: argparse.Namespace) -> None:
     """Refuse option values no export can use, before anything is loaded."""
-    check_options_against({"--size": (args.size, integer(1)), "--batch": (args.batch, integer(1)),
+    check_options_against({"--size": (args.size, integer(1, max=MAX_SIDE)), "--batch": (args.batch, integer(1, max=MAX_BATCH)),
                            "--atol": (args.atol, number(min=0, finite=True))})
 
 

@@ -45,7 +45,7 @@ from framework.engine.build import select_device
 from framework.engine.trained import load_trained_task
 from framework.errors import ConfigError
 from framework.inference.result_files import distinct_inputs
-from framework.runtime.cli import run
+from framework.runtime.cli import given_path, output_folder, run
 from framework.runtime.overwrite import refuse_writing_over_inputs
 
 # Given to the kind's run as they were given (None: not given), so it can refuse those it does not use.
@@ -55,10 +55,10 @@ RUN_OPTIONS = (*SEGMENTATION_OPTIONS.values(), "num", "seed", "samples", "direct
 
 def parse_args() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--config", required=True, help="the config the model was trained with")
-    parser.add_argument("--checkpoint", required=True, help="training checkpoint (.pth)")
-    parser.add_argument("--input", nargs="+", default=[], help="image files, folders or glob patterns")
-    parser.add_argument("--output", required=True, help="folder for the results")
+    parser.add_argument("--config", required=True, type=given_path, help="the config the model was trained with")
+    parser.add_argument("--checkpoint", required=True, type=given_path, help="training checkpoint (.pth)")
+    parser.add_argument("--input", nargs="+", default=[], type=given_path, help="image files, folders or glob patterns")
+    parser.add_argument("--output", required=True, type=output_folder, help="folder for the results")
     parser.add_argument("--mode", choices=["whole", "slide"], help="whole image, or sliding window tiles")
     parser.add_argument("--crop", type=int, nargs=2, metavar=("H", "W"), help="slide: tile size")
     parser.add_argument("--stride", type=int, nargs=2, metavar=("H", "W"), help="slide: step between tiles")

@@ -10,14 +10,14 @@ import sys
 from omegaconf import OmegaConf
 
 from framework.config import load_config, save_config
-from framework.runtime.cli import run
+from framework.runtime.cli import given_path, output_file, run
 from framework.runtime.overwrite import refuse_writing_over_inputs
 
 
 def parse_args() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--config", required=True, help="YAML config file")
-    parser.add_argument("--output", help="also write it to this file")
+    parser.add_argument("--config", required=True, type=given_path, help="YAML config file")
+    parser.add_argument("--output", type=output_file, help="also write it to this file")
     parser.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides")
     return parser
 

@@ -26,29 +26,33 @@ from pathlib import Path
 from framework.config.rules import integer
 from framework.config.schema import SEED_MAX
 from framework.errors import ConfigError
-from framework.runtime.cli import check_options, run
+from framework.runtime.cli import check_options, given_path, output_folder, run
+
+# trials of one command: each is a training run, so more is days of compute asked by a typo (a study
+# outgrowing it: run the command again, it joins the same study)
+MAX_TRIALS = 10_000
 
 TRAIN = Path(__file__).resolve().parent / "train.py"
 
 
 def parse_args() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--config", required=True, help="the YAML config every trial starts from")
-    parser.add_argument("--space", required=True, help="YAML: config key -> {log_uniform|uniform: [low, high]} or {choice: [...]}")
+    parser.add_argument("--config", required=True, type=given_path, help="the YAML config every trial starts from")
+    parser.add_argument("--space", required=True, type=given_path, help="YAML: config key -> {log_uniform|uniform: [low, high]} or {choice: [...]}")
     parser.add_argument("--trials", type=int, required=True, help="trials this process runs")
     parser.add_argument("--seed", type=int, default=0, help="the TPE sampler's seed (default 0)")
     parser.add_argument("--pruner", choices=("median", "none"), default="median",
                         help="median: stop a trial whose evaluation is below the median of earlier trials at the same "
                         "iteration (after --startup-trials finished trials); none: every trial runs to the end")
     parser.add_argument("--startup-trials", type=int, default=2, help="trials never pruned, to learn from (default 2)")
-    parser.add_argument("--work-dir", help="the study and its trials (default: work_dirs/search_<config name>)")
+    parser.add_argument("--work-dir", type=output_folder, help="the study and its trials (default: work_dirs/search_<config name>)")
     parser.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides for every trial")
     return parser
 
 
 def main(args: argparse.Namespace) -> int:
-    check_options({"--trials": (args.trials, integer(1)), "--seed": (args.seed, integer(0, max=SEED_MAX)),
-                   "--startup-trials": (args.startup_trials, integer(0))})
+    check_options({"--trials": (args.trials, integer(1, max=MAX_TRIALS)), "--seed": (args.seed, integer(0, max=SEED_MAX)),
+                   "--startup-trials": (args.startup_trials, integer(0, max=MAX_TRIALS))})
     for text in args.overrides:
         if text.partition("=")[0].lstrip("+") == "work_dir":
             raise ConfigError(f"override '{text}': each trial's work dir is set by tools/search.py; remove the override")

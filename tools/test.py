@@ -13,15 +13,15 @@ from pathlib import Path
 
 from framework.api.runs import run_evaluation
 from framework.metrics import is_per_class, json_safe, summary_values
-from framework.runtime.cli import exit_process, pause_collector_for_startup, run
+from framework.runtime.cli import exit_process, given_path, output_folder, pause_collector_for_startup, run
 
 
 def parse_args() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--config", required=True, help="YAML config file")
-    parser.add_argument("--checkpoint", required=True, help="checkpoint (.pth) to evaluate")
-    parser.add_argument("--work-dir", help="where metrics.json goes (default: work_dirs/<config name>)")
-    parser.add_argument("--show-dir", help="save visualised predictions here")
+    parser.add_argument("--config", required=True, type=given_path, help="YAML config file")
+    parser.add_argument("--checkpoint", required=True, type=given_path, help="checkpoint (.pth) to evaluate")
+    parser.add_argument("--work-dir", type=output_folder, help="where metrics.json goes (default: work_dirs/<config name>)")
+    parser.add_argument("--show-dir", type=output_folder, help="save visualised predictions here")
     parser.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides")
     return parser
 

@@ -22,15 +22,15 @@ import os
 # Only what reads and validates the config is imported up front (no torch): `--help` and a
 # config mistake answer in well under two seconds. torch comes with the engine, in run_training.
 from framework.api.runs import run_training
-from framework.runtime.cli import exit_process, pause_collector_for_startup, run
+from framework.runtime.cli import exit_process, given_path, output_folder, pause_collector_for_startup, run
 
 
 def parse_args() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--config", required=True, help="YAML config file")
-    parser.add_argument("--work-dir", help="where logs, checkpoints and TensorBoard files go "
+    parser.add_argument("--config", required=True, type=given_path, help="YAML config file")
+    parser.add_argument("--work-dir", type=output_folder, help="where logs, checkpoints and TensorBoard files go "
                         "(default: the config's work_dir, else work_dirs/<config name>)")
-    parser.add_argument("--resume", nargs="?", const=True, default=None, metavar="CKPT",
+    parser.add_argument("--resume", nargs="?", const=True, default=None, metavar="CKPT", type=given_path,
                         help="resume from CKPT, or from the latest checkpoint in the work dir")
     parser.add_argument("--overwrite", action="store_true",
                         help="start a new run in a work dir that holds one, moving the old run aside")

@@ -33,6 +33,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+from framework.errors import ConfigError
+from framework.runtime.cli import output_folder, run
+
 TOTAL_BUDGET_S = 480  # 8 minutes, the steps' budgets together
 NO_CUDA = "gpu_check: no CUDA device here (torch.cuda.is_available() is False): nothing run, nothing written"
 
@@ -44,6 +48,9 @@ class Step:
     what: str
     command: list[str]
     result_file: str | None = None  # the step's own JSON, read into the report
+
+
+STEP_NAMES = ("cuda_tests", "amp_gan", "speed", "two_processes")
 
 
 def plan(out: Path) -> list[Step]:
@@ -147,19 +154,28 @@ def markdown(report: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main(argv=None) -> int:
+def parse_args() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("out", nargs="?", help="folder for gpu_check.json, gpu_check.md and the logs")
+    parser.add_argument("out", nargs="?", type=output_folder, help="folder for gpu_check.json, gpu_check.md and the logs")
     parser.add_argument("--dry-run", action="store_true", help="print the plan and exit")
-    parser.add_argument("--steps", nargs="+", help="run only these steps (names as in the plan)")
-    args = parser.parse_args(argv)
+    parser.add_argument("--steps", nargs="+", choices=STEP_NAMES, help="run only these steps (names as in the plan)")
+    return parser
+
+
+def main(argv=None) -> int:
+    """The command: its options checked (one `error:` line, exit status 2, for a bad one) before
+    anything runs or is written."""
+    return run(check, parse_args(), argv)
+
+
+def check(args: argparse.Namespace) -> int:
     out = Path(args.out or "gpu_check").resolve()
     steps = [s for s in plan(out) if not args.steps or s.name in args.steps]
     if args.dry_run:
         print(describe_plan(steps))
         return 0
     if args.out is None:
-        parser.error("OUT_DIR: the folder to write the report to (or --dry-run)")
+        raise ConfigError("OUT_DIR: the folder to write the report to (or --dry-run)")
     import torch
 
     if not torch.cuda.is_available():

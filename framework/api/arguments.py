@@ -18,10 +18,13 @@ import numpy as np
 from framework.config.rules import boolean, integer, number, shown
 from framework.config.schema import SEED_MAX
 from framework.errors import ConfigError
-from framework.runtime.cli import check_options
+from framework.runtime.cli import MAX_BATCH, MAX_DRAWS, MAX_IMAGES, MAX_SCALE, MAX_SIDE, check_options
 
-RULES = {"batch_size": integer(1), "tile_batch": integer(1), "crop": integer(1), "stride": integer(1),
-         "scales": number(above=0, finite=True), "num": integer(1), "samples": integer(1), "smoothgrad": integer(1),
+# the upper bounds are the tools' (runtime/cli.py): past them a value only exhausts memory or time
+RULES = {"batch_size": integer(1, max=MAX_BATCH), "tile_batch": integer(1, max=MAX_BATCH),
+         "crop": integer(1, max=MAX_SIDE), "stride": integer(1, max=MAX_SIDE),
+         "scales": number(above=0, max=MAX_SCALE, finite=True), "num": integer(1, max=MAX_IMAGES),
+         "samples": integer(1, max=MAX_DRAWS), "smoothgrad": integer(1, max=MAX_DRAWS),
          "seed": integer(0, max=SEED_MAX), "num_classes": integer(1), "amp": boolean, "probabilities": boolean,
          "overwrite": boolean}
 

@@ -112,9 +112,11 @@ class FileRun:
 
     def write(self, paths: list[Path], output: Path, advance: Callable[[int], object]) -> None:
         """Read each batch of same-size inputs, write its results (and saliency maps), advance by its size."""
-        for folder in dict.fromkeys([*(file.parent for file in self.result_files(output, paths[:1])), output]):
-            folder.mkdir(parents=True, exist_ok=True)  # in the results' order: a failure names the first folder
+        folders = dict.fromkeys([*(file.parent for file in self.result_files(output, paths[:1])), output])
         for batch in same_size_batches(paths, self.options["batch_size"], self.read):
+            for folder in folders:  # once the first batch is read: an unreadable input leaves no empty folders
+                folder.mkdir(parents=True, exist_ok=True)  # in the results' order: a failure names the first folder
+            folders = {}
             self.write_batch(batch, output)
             if self.saliency_score is not None:
                 self.write_saliency(batch, output)

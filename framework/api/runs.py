@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import gc
 import logging
+import os
 from pathlib import Path
 
 from framework.config import default_work_dir, import_custom_modules, load_config, to_plain
 from framework.errors import ConfigError
 from framework.runtime.cli import log_file_only, setup_logging, startup_done
+from framework.runtime.threads import omp_num_threads
 
 logger = logging.getLogger("framework")
 
@@ -26,6 +28,7 @@ def run_training(config, overrides=(), work_dir=None, resume=None, overwrite: bo
                           "--overwrite moves it aside to start a new one; give one of them")
     notes: list[str] = []
     cfg = load_config(config, overrides, notes)
+    omp_num_threads()  # an OMP_NUM_THREADS OpenMP ignores: one line before torch is imported and the work dir claimed
     cfg.work_dir = str(work_dir or cfg.work_dir or default_work_dir(config))
     from framework.dist import check_launch_environment, destroy_distributed, init_distributed, is_main
     from framework.engine.build import build_trainer, select_device
@@ -34,6 +37,10 @@ def run_training(config, overrides=(), work_dir=None, resume=None, overwrite: bo
 
     if resume is True:  # before the work dir is claimed, which may move an untrained start aside
         require_run_to_resume(cfg.work_dir)
+    elif isinstance(resume, (str, os.PathLike)):  # a file that is no checkpoint: refused before anything is written
+        from framework.checkpoint.files import load_checkpoint
+
+        resume = (Path(resume), load_checkpoint(resume))
     resuming = bool(resume) or auto_resume_enabled(cfg.auto_resume)
     trainer = None
     try:
@@ -53,6 +60,7 @@ def run_training(config, overrides=(), work_dir=None, resume=None, overwrite: bo
                 logger.info(f"config: {note}")
             trainer = build_trainer(cfg, cfg.work_dir, resume=resume, overrides=overrides,
                                     allow_new_world_size=allow_new_world_size)
+            resume = None  # a checkpoint read above is not held through the training
             startup_done()
             trainer.fit()
         stopped_early = trainer.stop_signal is not None and trainer.iter < trainer.max_iters
@@ -86,6 +94,7 @@ def run_evaluation(config, checkpoint, overrides=(), work_dir=None, show_dir=Non
     from framework.runtime.threads import apply_threads, usable_cores
 
     cfg = load_config(config, list(overrides or ()))
+    omp_num_threads()  # refused before test.log is written
     work_dir = str(work_dir or cfg.work_dir or default_work_dir(config))
     import_custom_modules(cfg)
     plain = to_plain(cfg)
@@ -98,7 +107,7 @@ def run_evaluation(config, checkpoint, overrides=(), work_dir=None, show_dir=Non
     task = build_task(plain, device)
     ckpt.load_task_weights(task, state, checkpoint)
     setup_logging(work_dir if log_file else None, "test.log")  # the work dir is only written once the checkpoint fits
-    logger.info(apply_threads(plain["threads"]))
+    logger.info(apply_threads(plain["threads"], logger))
     section_path = "data.test" if plain["data"].get("test") else "data.val"
     loader = build_dataloader(section, section_path, train=False, device=device, cores=usable_cores()[0])
     check_label_map_data(task, loader, section_path, training=False)  # before --show-dir's first image

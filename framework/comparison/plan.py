@@ -216,6 +216,8 @@ def make_plan(configs: list[str], seeds: list[int], overrides: list[str], metric
         if record and record.get("fingerprint") not in (None, pair.fingerprint):
             raise ConfigError(f"{pair.run_dir}: holds a run of another config or overrides than {pair.config} "
                               f"seed={pair.seed} now gives; use another --work-dir, or delete {pair.folder} to run it again")
+    cores = available_cores() if cores is None else cores
+    split_cores(cores, jobs)  # more jobs than cores: refused, also where there are fewer runs than either
     jobs = min(jobs, len(pairs))
-    core_sets = split_cores(available_cores() if cores is None else cores, jobs)
+    core_sets = split_cores(cores, jobs)
     return Plan(entries, list(seeds), list(overrides), directions, jobs, len(core_sets[0]), core_sets, work_dir, pairs)

@@ -44,6 +44,8 @@ def _read_yaml(path: Path, *, origin: str | None = None) -> dict:
     try:
         with open(path, encoding="utf-8") as f:
             data = parse_yaml(f)
+    except UnicodeDecodeError as err:  # an image, an archive, a checkpoint given as --config
+        raise ConfigError(f"{path}: not a YAML config: not UTF-8 text (byte {err.start} is {err.object[err.start]:#04x})") from err
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         line = f" line {mark.line + 1}" if mark else ""

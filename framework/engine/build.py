@@ -41,7 +41,7 @@ from framework.runtime import precision
 from framework.runtime.compile import compile_networks
 from framework.runtime.malloc import tune_malloc
 from framework.runtime.precision import autocast_dtype, describe_memory_format, use_channels_last
-from framework.runtime.threads import apply_threads, auto_chosen, usable_cores
+from framework.runtime.threads import apply_threads, auto_chosen, resumed_threads, usable_cores
 
 logger = logging.getLogger("framework")
 
@@ -49,7 +49,8 @@ def build_trainer(cfg: DictConfig, work_dir: str, resume: str | bool | None = No
                   overrides: list[str] | tuple[str, ...] = (), allow_new_world_size: bool = False) -> Trainer:
     """Everything a run needs, built from the config.
 
-    `resume`: a checkpoint path, True for the work dir's latest, None to follow `auto_resume`.
+    `resume`: a checkpoint path, True for the work dir's latest, None to follow `auto_resume`,
+    or (path, state) of a checkpoint read already.
     `overrides`: the command line's key=value list, recorded in every checkpoint.
     `allow_new_world_size`: resume on a number of processes that cannot keep the global batch.
     """
@@ -60,8 +61,10 @@ def build_trainer(cfg: DictConfig, work_dir: str, resume: str | bool | None = No
     seed_everything(plain["seed"], plain["deterministic"])
     torch.backends.cudnn.benchmark = cudnn_benchmark(plain)
     tune_malloc(plain["malloc_tuning"])
-    logger.info(apply_threads(plain["threads"]))
+    logger.info(apply_threads(plain["threads"], logger))
     resume_from = checkpoint_to_resume(work_dir, resume, plain["auto_resume"])
+    if resume_from is not None and plain["deterministic"] is not False and device.type == "cpu":
+        keep_recorded_threads(plain, resume_from[1]["meta"])
     train_loader, val_loader = build_loaders(plain, device)
     first_batch = first_training_batch(train_loader, val_loader, device)  # a failing pipeline, mixed sizes
     if resume_from is not None:  # on another number of processes: the same global batch
@@ -107,6 +110,16 @@ def select_device(spec: str = "auto") -> torch.device:
     if device.type == "cuda" and not torch.cuda.is_available():
         raise ConfigError(f"device: '{spec}' asked for, but CUDA is not available on this machine")
     return device
+
+
+def keep_recorded_threads(cfg: dict, meta: dict) -> None:
+    """A deterministic CPU run resumed at the thread count it was trained with, or a warning that
+    it cannot be (runtime/threads.py): another count sums in another order."""
+    threads, line, warning = resumed_threads(meta.get("threads"), torch.get_num_threads(), cfg["threads"])
+    if threads is not None:
+        torch.set_num_threads(threads)
+    if line is not None:
+        (logger.warning if warning else logger.info)(line)
 
 
 def cudnn_benchmark(cfg: dict) -> bool:

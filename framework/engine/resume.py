@@ -36,10 +36,12 @@ def auto_resume_enabled(setting) -> bool:
     return bool(setting)
 
 
-def checkpoint_to_resume(work_dir: str, resume: str | bool | None, auto_resume) -> tuple[Path, dict] | None:
+def checkpoint_to_resume(work_dir: str, resume: str | bool | tuple | None, auto_resume) -> tuple[Path, dict] | None:
     """(path, state) to resume from: `--resume PATH`, `--resume` (the work dir's latest readable
     checkpoint, else an error), or with auto_resume the latest if the work dir holds a run; else
     None. The untrained start alone (iter_0.pth) is no run (framework/checkpoint/run_folder.py)."""
+    if isinstance(resume, tuple):  # (path, state) read already (api/runs.py, before the work dir is claimed)
+        return resume
     if isinstance(resume, (str, os.PathLike)):
         return Path(resume), ckpt.load_checkpoint(resume)
     if resume:

@@ -234,7 +234,7 @@ class Trainer:
         """Everything an exact resume needs, as tensors and plain containers (weights_only-loadable):
 
         meta   counters (iteration, epoch, batches consumed in the epoch), the checkpoint format,
-               the resolved config and command-line overrides, framework and torch versions
+               the resolved config and command-line overrides, framework and torch versions, thread count
         task   every network (and EMA copy) of the task
         optim  every optimizer and scheduler (see Optimizers.state_dict)
         hooks  {hook key: its state_dict()} for hooks that keep state (e.g. the best metric)
@@ -255,8 +255,8 @@ class Trainer:
                 "batch_size": self.data.loader.batch_size,
                 "accumulate": self.accumulate,
                 "global_batch": get_world_size() * self.data.loader.batch_size * self.accumulate,
-                "framework_version": framework.__version__,
-                "torch_version": str(torch.__version__),
+                "framework_version": framework.__version__, "torch_version": str(torch.__version__),
+                "threads": torch.get_num_threads(),  # a deterministic run resumes at this count (engine/build.py)
                 "config": self.config_text,
                 "overrides": list(self.overrides),
             },

@@ -119,6 +119,12 @@ class WarmupPolyLR(WarmupLR):
         self.floor = floor
         super().__init__(optimizer, warmup, warmup_iters, warmup_factor, last_epoch)
 
+    def state_dict(self) -> dict:
+        state = super().state_dict()
+        if state.get("floor") == "max":  # the default: a checkpoint as before the option, key for key
+            del state["floor"]
+        return state
+
     def decay(self, it: int) -> float:
         progress = min(it / self.max_iters, 1.0)
         if self.floor == "offset":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import gc
 import json
 import logging
@@ -16,6 +17,17 @@ from typing import NoReturn
 from framework.errors import ConfigError, UserError
 
 logger = logging.getLogger("framework")
+
+# The largest option values a tool takes, where a larger one only exhausts memory or time (a
+# `--num 10**30` listed its grid files before reading a sample and held 18 GB, issue 63); the
+# checks name them (`--size: expected an integer >= 1 and <= 16384, got ...`).
+MAX_SIDE = 16384  # pixels of an image side: a 16384 x 16384 RGB float32 image is 3 GiB
+MAX_BATCH = 4096  # images in one forward pass (or one grid)
+MAX_IMAGES = 1_000_000  # images one call reads or generates (FID's reference sets hold 50 000)
+MAX_DRAWS = 1000  # noise draws of one input (--samples), noisy copies of it (--smoothgrad)
+MAX_SCALE = 8  # a test-time scale factor: a 2048-pixel side becomes MAX_SIDE
+MAX_WORKERS = 256  # processes reading files
+MAX_DEPTH = 100  # module nesting levels: no network nests deeper
 
 
 def user_error_line(err: BaseException) -> str:
@@ -88,7 +100,11 @@ def run(main: Callable[[argparse.Namespace], int | None], parser: argparse.Argum
     unwritable folder) `error: <path>: <cause>` and exit status 1. `on_error(text)` also gets
     what was printed (tools/train.py hands it to torchrun's error file)."""
     parser.add_argument("--debug", action="store_true", help="show full tracebacks")
-    args = parser.parse_intermixed_args(argv)  # key=value overrides before or after --options
+    one_line_usage_errors(parser)
+    try:
+        args = parser.parse_intermixed_args(argv)  # key=value overrides before or after --options
+    except OSError as err:  # an output path under a file, found while parsing (output_folder, output_file)
+        return _fail(f"error: {os_error_line(err)}", 1, on_error)
     try:
         return main(args) or 0
     except UserError as err:
@@ -102,6 +118,60 @@ def run(main: Callable[[argparse.Namespace], int | None], parser: argparse.Argum
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+
+
+def one_line_usage_errors(parser: argparse.ArgumentParser) -> None:
+    """argparse's own refusals (an unknown option, a missing value, `--num abc`, an unknown
+    choice, a path option's type check below) as one `error:` line and exit status 2, like every
+    other user error, instead of its usage block and `prog: error:` line."""
+    def error(message: str) -> NoReturn:
+        print(f"error: {message} (--help lists the options)", file=sys.stderr)
+        sys.exit(2)
+
+    parser.error = error
+
+
+def _empty(text: str, what: str) -> None:
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"expected {what}, got an empty path")
+
+
+def _refuse_path_under_a_file(text: str) -> None:
+    """A path with a file among its parents cannot be written: the OSError writing would raise
+    (`error: <path>: Not a directory`, exit status 1, as every tool says it), before any work."""
+    if any(parent.exists() and not parent.is_dir() for parent in Path(text).expanduser().parents):
+        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), text)
+
+
+def given_path(text: str) -> str:
+    """argparse `type=` of an option naming a file or folder to read: an empty path is refused
+    (it would read the current folder, and the error would name `.`)."""
+    _empty(text, "a path")
+    return text
+
+
+def output_folder(text: str) -> str:
+    """argparse `type=` of an option naming a folder to write into: an existing file or an empty
+    path is refused while the arguments are parsed, before any work (a path under a file too, as
+    the file-system error it would be); results would otherwise fail half-way, after the work."""
+    _empty(text, "a folder")
+    path = Path(text).expanduser()
+    if path.exists() and not path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text} is a file, not a folder: name a folder to write into")
+    _refuse_path_under_a_file(text)
+    return text
+
+
+def output_file(text: str) -> str:
+    """argparse `type=` of an option naming a file to write: an existing folder or an empty path
+    is refused while the arguments are parsed, before any work (a path under a file too, as the
+    file-system error it would be)."""
+    _empty(text, "a file name")
+    path = Path(text).expanduser()
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text} is a folder, not a file: name the file to write")
+    _refuse_path_under_a_file(text)
+    return text
 
 
 def _fail(text: str, status: int, on_error: Callable[[str], None] | None) -> int:
