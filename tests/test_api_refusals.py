@@ -76,7 +76,7 @@ def test_the_wrong_call_or_input_for_the_task(unet_folder):
     assert one_line(error) == "images: expected H x W x 3 arrays, got shape (32, 32)"
     with pytest.raises(ConfigError) as error:
         model.predict(np.zeros((32, 32, 3), np.uint8), batch_size=0)
-    assert one_line(error) == "batch_size: expected an integer >= 1, got 0"
+    assert one_line(error) == "batch_size: expected an integer >= 1 and <= 4096, got 0"
 
 
 def test_without_huggingface_hub_the_hub_parts_say_to_install_the_extra(unet_folder, tmp_path, monkeypatch):

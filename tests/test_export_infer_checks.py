@@ -129,7 +129,7 @@ def test_infer_refuses_inputs_that_would_write_the_same_result(unet_run, tmp_pat
     (["--batch-size", "0"], "--batch-size: expected an integer >= 1 and <= 4096, got 0"),
     (["--tile-batch", "0"], "--tile-batch: expected an integer >= 1 and <= 4096, got 0"),
     (["--seed", "-1"], "--seed: expected an integer >= 0 and <= 9223372036854775807, got -1"),
-    (["--scales", "1", "inf"], "--scales: expected a number > 0 and <= 8, got inf"),
+    (["--scales", "1", "inf"], "--scales: expected a finite number > 0 and <= 8, got inf"),
 ])
 def test_infer_refuses_option_values_it_cannot_use(unet_run, tmp_path, option, message):
     result = call_tool("infer", *unet_run.args(), "--input", tmp_path / "x.png", "--output", tmp_path / "o", *option)
