@@ -69,7 +69,8 @@ RUN = ["device=cpu", "seed=3", "train.max_iters=20", "train.val_interval=2", "tr
        "train.log_interval=1", "task.model.base_channels=8", "task.model.depth=2", "task.model.norm=none",
        "data.train.dataset.num_samples=32", "data.train.dataset.size=32", "data.train.batch_size=2",
        "data.train.num_workers=0", "data.val.dataset.num_samples=4", "data.val.dataset.size=32",
-       "data.val.batch_size=2", "custom_imports=[probes]", "dist.timeout=60"]
+       "data.val.batch_size=2", "custom_imports=[probes]", "dist.timeout=60",
+       "threads=1"]  # both launches (forked ranks, torchrun) at one thread: the same float sums under any pytest -n
 # No aAcc can improve by more than 1.0: the evaluation at 2 sets the best, those at 4 and 6
 # count 1 and 2 without improvement, and patience 2 stops the run at iteration 6 (of 20).
 EARLY_STOP = "{type: EarlyStoppingHook, monitor: aAcc, rule: greater, patience: 2, min_delta: 1.0}"

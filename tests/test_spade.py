@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from framework.errors import ConfigError
-from framework.models.spade import SPADE, SPADEGenerator, SPADEResBlock, one_hot_labels, resize_labels
+from framework.models.spade import SPADE, SPADEGenerator, SPADEResBlock, one_hot_labels, resize_labels, resize_one_hot
 from framework.registry import MODELS
 
 
@@ -250,3 +250,12 @@ def test_resize_labels_keeps_ids_and_their_dtype():
                                                                 [2, 2, 255, 255]]]
     assert resize_labels(bigger, torch.Size([2, 2])).tolist() == labels.tolist()
     assert resize_labels(labels.to(torch.uint8), (4, 4)).dtype == torch.uint8
+
+
+@pytest.mark.parametrize("shape, size", [((2, 151, 64, 64), (8, 8)), ((1, 4, 64, 96), (16, 24)),
+                                         ((1, 4, 64, 96), (64, 96)), ((1, 4, 96, 64), (32, 24)),
+                                         ((1, 3, 64, 64), (7, 5)), ((1, 3, 30, 30), (60, 60))])
+def test_the_label_resize_picks_the_pixels_nearest_interpolation_picks(shape, size):
+    # the strided view where the sizes divide (SPADE's every case), interpolate otherwise
+    labels = torch.randn(shape)
+    assert torch.equal(resize_one_hot(labels, size), F.interpolate(labels, size=size, mode="nearest"))

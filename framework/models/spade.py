@@ -58,6 +58,18 @@ def resize_labels(labels: torch.Tensor, size: tuple[int, int] | torch.Size) -> t
     return F.interpolate(labels[:, None].float(), size=tuple(size), mode="nearest")[:, 0].to(labels.dtype)
 
 
+def resize_one_hot(labels: torch.Tensor, size) -> torch.Tensor:
+    """N x C x H x W label channels resized as F.interpolate(mode="nearest") does (resize_labels:
+    class ids). A strided view where the map is an integer multiple of `size` (nearest then picks
+    source pixel = destination pixel x factor): on CPU, nearest downsampling of a contiguous
+    150-channel map costs about 20 ms whatever the output size, more than a narrow generator's
+    convolutions (a 151-class SPADE generator's step 1.65x faster, the output equal)."""
+    height, width = labels.shape[-2:]
+    if height % size[0] == 0 and width % size[1] == 0:
+        return labels[..., :: height // size[0], :: width // size[1]]
+    return F.interpolate(labels, size=size, mode="nearest")
+
+
 class SPADE(nn.Module):
     """norm(x) * (1 + gamma(labels)) + beta(labels), gamma and beta per pixel and channel."""
 
@@ -76,7 +88,7 @@ class SPADE(nn.Module):
 
     def forward(self, x: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         normalised = self.norm(x)
-        labels = F.interpolate(labels, size=x.shape[-2:], mode="nearest")
+        labels = resize_one_hot(labels, x.shape[-2:])
         hidden = self.shared(labels)
         return normalised * (1 + self.gamma(hidden)) + self.beta(hidden)
 
