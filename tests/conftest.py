@@ -138,6 +138,19 @@ def pytest_configure(config):
         os.environ.setdefault("OMP_NUM_THREADS", str(threads))  # what `threads: auto` of in-process runs keeps
 
 
+def pytest_collection_finish(session):
+    """What every worker keeps to the end (torch, torch._dynamo that deterministic runs import,
+    the framework and the collected test modules) moved out of the collector's sight, as a tool's
+    start-up does (framework/runtime/cli.py): each in-process run ends with a full collection
+    (run_training), which otherwise walks these ~400k objects, 0.25 s a run, minutes a suite."""
+    import gc
+
+    import torch._dynamo  # noqa: F401
+
+    gc.collect()
+    gc.freeze()
+
+
 def pytest_collection_modifyitems(config, items):
     """Tests marked `cuda` are skipped on a machine without a CUDA device (CI's)."""
     import torch

@@ -92,7 +92,11 @@ def test_training_starts_with_start_up_objects_frozen_and_collection_on(tmp_path
     assert as_program["enabled"] and as_program["frozen"] > 100_000  # torch's modules, the networks
     frozen_before = gc.get_freeze_count()
     # main() called in-process (as tests and notebooks do) keeps Python's defaults: nothing frozen
-    assert collector_at_start(call_tool, "in_process") == {"enabled": True, "frozen": frozen_before}
+    in_process = collector_at_start(call_tool, "in_process")
+    assert in_process["enabled"] and in_process["frozen"] <= frozen_before
+    # and what the caller froze stays frozen (the suite's workers freeze torch after collection;
+    # frozen objects whose last reference goes are freed all the same, so a little fewer)
+    assert frozen_before > 100_000 and gc.get_freeze_count() > frozen_before * 0.9
 
 
 def test_ddp_wrappers_are_freed_while_the_process_group_is_up(tmp_path):

@@ -42,7 +42,7 @@ def run_training(config, overrides=(), work_dir=None, resume=None, overwrite: bo
 
         resume = (Path(resume), load_checkpoint(resume))
     resuming = bool(resume) or auto_resume_enabled(cfg.auto_resume)
-    trainer = None
+    trainer, froze = None, False
     try:
         check_launch_environment()  # RANK, LOCAL_RANK...: one line naming a bad one, before anything reads them
         select_device(cfg.device)  # a device this machine lacks: a config error before NCCL's set-up fails on it
@@ -61,7 +61,7 @@ def run_training(config, overrides=(), work_dir=None, resume=None, overwrite: bo
             trainer = build_trainer(cfg, cfg.work_dir, resume=resume, overrides=overrides,
                                     allow_new_world_size=allow_new_world_size)
             resume = None  # a checkpoint read above is not held through the training
-            startup_done()
+            froze = startup_done()
             trainer.fit()
         stopped_early = trainer.stop_signal is not None and trainer.iter < trainer.max_iters
         # Not 0: a script running `train.py && test.py` must not take a stopped run for a finished one.
@@ -71,7 +71,8 @@ def run_training(config, overrides=(), work_dir=None, resume=None, overwrite: bo
         # first, so the group is torn down here and not during interpreter shutdown, where
         # gloo's teardown aborted a finished rank with SIGABRT in ~3% of 2-process runs.
         del trainer
-        gc.unfreeze()  # start-up's objects too (startup_done froze them): the trainer is one
+        if froze:  # start-up's objects too: the trainer is one. Not what an in-process caller froze
+            gc.unfreeze()
         gc.collect()
         destroy_distributed()
 

@@ -72,17 +72,18 @@ def pause_collector_for_startup() -> None:
     gc.disable()
 
 
-def startup_done() -> None:
+def startup_done() -> bool:
     """Collect once, move what start-up built out of the collector's sight (gc.freeze: modules,
     networks and datasets stay to the end, and forked DataLoader workers then share their pages
-    untouched) and turn collection back on. Does nothing unless `pause_collector_for_startup()`
-    ran: a test calling a tool's main() in-process keeps Python's defaults, and nothing it built
-    is kept from being freed."""
+    untouched) and turn collection back on; True when it froze. Does nothing unless
+    `pause_collector_for_startup()` ran: a test or a notebook calling a tool's main() or the API
+    in-process keeps Python's defaults (and what it froze itself stays frozen)."""
     if gc.isenabled():
-        return
+        return False
     gc.collect()
     gc.freeze()
     gc.enable()
+    return True
 
 
 def exit_process(status: int) -> NoReturn:
