@@ -1,5 +1,5 @@
 """tools/compare.py --launcher slurm on a real Slurm (tests/scripts/slurm_cluster.sh; .ci/run starts
-it): 2 configs x 2 seeds as ONE job array, the report while tasks are pending and after, a second
+it): 2 configs x 3 seeds as ONE job array, the report while tasks are pending and after, a second
 submit that submits nothing, a task stopped with SIGUSR1 mid-run that is requeued and resumes
 bit-identical to an uninterrupted local run, a failing task named in the report. Skipped, with
 the reason, where no Slurm answers."""
@@ -20,13 +20,16 @@ pytestmark = pytest.mark.slurm
 
 QUICKSTART = REPO / "configs/segmentation/unet_shapes.yaml"
 DEFAULT_CONF = Path(os.environ.get("SEGAN_SLURM_DIR", "/tmp/segan-slurm")) / "slurm.conf"
-# 60 iterations, a checkpoint every 10: the stop lands between the first checkpoint and the end
+# 40 iterations, a checkpoint every 10: the stop lands between the first checkpoint and the end
 TINY = ["device=cpu", "deterministic=true", "task.model.base_channels=8", "task.model.depth=2",
         "data.train.dataset.size=32", "data.train.dataset.num_samples=32", "data.train.batch_size=4",
         "data.train.num_workers=0", "data.val.dataset.size=32", "data.val.dataset.num_samples=8",
-        "data.val.batch_size=8", "train.max_iters=60", "train.val_interval=30", "train.ckpt_interval=10",
-        "train.log_interval=30", "train.vis_images=0", "loggers=[]",
+        "data.val.batch_size=8", "train.max_iters=40", "train.val_interval=20", "train.ckpt_interval=10",
+        "train.log_interval=20", "train.vis_images=0", "loggers=[]",
         "threads=1"]  # a Slurm task and the local reference use as many threads: the same float reductions
+
+
+SEEDS = ["0", "1", "2"]  # 2 configs x 3 seeds: issue 64's grid
 
 
 def slurm_missing() -> str | None:
@@ -79,14 +82,14 @@ def grid(configs, tmp_path_factory):
     fast seed 0 stopped with SIGUSR1 after its first checkpoint; everything waited for."""
     root = tmp_path_factory.mktemp("slurm")
     work_dir, broken_dir = root / "grid", root / "broken"
-    first = submit([configs / "fast.yaml", configs / "slow.yaml"], ["0", "1"], work_dir)
+    first = submit([configs / "fast.yaml", configs / "slow.yaml"], SEEDS, work_dir)
     assert first.returncode == 0, first.stderr + first.stdout
     broken = submit([configs / "broken.yaml"], ["0"], broken_dir)
     assert broken.returncode == 0, broken.stderr + broken.stdout
     jobs = json.loads((work_dir / "slurm_jobs.json").read_text())
     early = call_tool("compare", "--report", "--work-dir", work_dir)
     early_statuses = statuses(work_dir)
-    again = submit([configs / "fast.yaml", configs / "slow.yaml"], ["0", "1"], work_dir)
+    again = submit([configs / "fast.yaml", configs / "slow.yaml"], SEEDS, work_dir)
     # fast seed 0 (task 0 of the array): stopped once it has saved its first checkpoint
     deadline = time.monotonic() + 180
     checkpoints = work_dir / "fast/seed0/checkpoints"
@@ -104,17 +107,17 @@ def grid(configs, tmp_path_factory):
             "early_statuses": early_statuses, "again": again}
 
 
-def test_the_grid_is_one_job_array_of_four_tasks(grid):
+def test_the_grid_is_one_job_array_of_six_tasks(grid):
     jobs = grid["jobs"]
     arrays = {job.split("_")[0] for job in jobs.values()}
-    assert len(arrays) == 1 and sorted(job.split("_")[1] for job in jobs.values()) == ["0", "1", "2", "3"]
+    assert len(arrays) == 1 and sorted(job.split("_")[1] for job in jobs.values()) == ["0", "1", "2", "3", "4", "5"]
     assert f"job array {arrays.pop()}" in grid["first"].stdout
 
 
 def test_the_report_while_tasks_wait_marks_them(grid):
     assert grid["early"].returncode == 0, grid["early"].stderr
     assert set(grid["early_statuses"].values()) <= {"pending", "running", "finished"}
-    assert "pending" in grid["early_statuses"].values()  # 2 CPUs, 5 tasks: some wait
+    assert "pending" in grid["early_statuses"].values()  # 2 CPUs, 7 tasks: some wait
     assert "runs:" in grid["early"].stdout and "pending" in grid["early"].stdout
 
 
@@ -142,14 +145,14 @@ def test_the_stopped_task_was_requeued_and_the_grid_ends_as_it_does_locally(grid
     work_dir = grid["work_dir"]
     log = (work_dir / "fast/seed0.log").read_text()
     assert "== resume" in log  # the requeued attempt continued from the checkpoint
-    local = call_tool("compare", "--configs", configs / "fast.yaml", configs / "slow.yaml", "--seeds", "0", "1",
+    local = call_tool("compare", "--configs", configs / "fast.yaml", configs / "slow.yaml", "--seeds", *SEEDS,
                       "--jobs", "2" if len(os.sched_getaffinity(0)) >= 2 else "1", "--work-dir", tmp_path / "local", *TINY)
     assert local.returncode == 0, local.stderr + local.stdout[-2000:]
     on_slurm = json.loads((work_dir / "summary.json").read_text())
     assert on_slurm["threads_per_run"] == 1  # cpus_per_task
     assert on_slurm["results"] == json.loads((tmp_path / "local/summary.json").read_text())["results"]
-    slurm_state = torch.load(work_dir / "fast/seed0/checkpoints/iter_60.pth", map_location="cpu", weights_only=False)["task"]
-    local_state = torch.load(tmp_path / "local/fast/seed0/checkpoints/iter_60.pth", map_location="cpu",
+    slurm_state = torch.load(work_dir / "fast/seed0/checkpoints/iter_40.pth", map_location="cpu", weights_only=False)["task"]
+    local_state = torch.load(tmp_path / "local/fast/seed0/checkpoints/iter_40.pth", map_location="cpu",
                              weights_only=False)["task"]
     assert slurm_state.keys() == local_state.keys()
     assert all(torch.equal(slurm_state[name], local_state[name]) for name in local_state)
