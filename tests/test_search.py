@@ -6,6 +6,7 @@ refused in one line before anything is written."""
 
 import json
 import os
+from pathlib import Path
 
 import pytest
 from PIL import Image
@@ -45,14 +46,39 @@ def best_of(run_dir):
     return max(values)
 
 
+def trial_rows(table: Path) -> list[str]:
+    return [line for line in table.read_text().splitlines()[2:] if line.startswith("|")]
+
+
+def test_the_table_says_what_pruning_saved():
+    optuna = pytest.importorskip("optuna")
+    from datetime import datetime, timedelta
+
+    from framework.comparison.search import trials_table
+
+    study = optuna.create_study(direction="maximize")
+    start = datetime(2026, 12, 2)
+    for state, seconds, value in [("COMPLETE", 100, 0.9), ("COMPLETE", 140, 0.8), ("PRUNED", 30, None),
+                                  ("PRUNED", 50, None)]:
+        study.add_trial(optuna.trial.FrozenTrial(
+            number=0, trial_id=0, state=getattr(optuna.trial.TrialState, state), value=value,
+            datetime_start=start, datetime_complete=start + timedelta(seconds=seconds), params={"lr": 0.1},
+            distributions={"lr": optuna.distributions.FloatDistribution(0.01, 1.0)}, user_attrs={}, system_attrs={},
+            intermediate_values={10: 0.5} if value is None else {}))
+    table = trials_table(study, "mIoU")
+    assert "| 2 | pruned | 0.1 | - | 30 |" in table
+    assert table.endswith("pruned trials: 2, each on average 0.33 of a finished trial's time (40 s against 120 s)\n")
+
+
 def test_each_trial_is_a_run_and_its_objective_its_best_miou(searched):
     folder, result = searched
-    rows = (folder / "out/trials.md").read_text().splitlines()[2:]
+    rows = trial_rows(folder / "out/trials.md")
     assert len(rows) == 2
     for number, row in enumerate(rows):
         cells = [cell.strip() for cell in row.strip("|").split("|")]
         assert cells[:2] == [str(number), "complete"]
-        assert float(cells[-1]) == pytest.approx(best_of(folder / f"out/trial_{number}"), abs=5e-4)  # 4 digits
+        assert float(cells[-2]) == pytest.approx(best_of(folder / f"out/trial_{number}"), abs=5e-4)  # 4 digits
+        assert int(cells[-1]) >= 0  # its seconds
 
 
 def test_the_best_trial_is_a_config_of_its_own(searched):
@@ -72,7 +98,7 @@ def test_a_second_command_joins_the_study(searched):
     folder, _ = searched
     result = search(folder / "space.yaml", folder / "out", "1")
     assert result.returncode == 0, result.stderr
-    assert len((folder / "out/trials.md").read_text().splitlines()[2:]) == 3
+    assert len(trial_rows(folder / "out/trials.md")) == 3
     assert (folder / "out/trial_2/metrics.jsonl").is_file()
 
 
@@ -193,5 +219,5 @@ def test_a_search_killed_mid_trial_has_the_trial_retried_from_its_checkpoint(tmp
     assert log.count("\n== start:") == 2 and "--resume" in log.rsplit("\n== start:", 1)[1].splitlines()[0]
     records = [json.loads(line) for line in (tmp_path / "out/trial_0/metrics.jsonl").read_text().splitlines()]
     assert records[-1]["iter"] == 50
-    rows = [row.split("|")[2].strip() for row in (tmp_path / "out/trials.md").read_text().splitlines()[2:]]
+    rows = [row.split("|")[2].strip() for row in trial_rows(tmp_path / "out/trials.md")]
     assert rows == ["fail", "complete"]

@@ -196,14 +196,31 @@ def write_best_config(study, config: str, overrides: list[str], path: Path) -> P
 
 
 def trials_table(study, metric: str) -> str:
+    """Every trial: state, values, objective, its wall time; then what pruning saved (the pruned
+    trials' mean time against the finished ones')."""
     keys = sorted({key for trial in study.trials for key in trial.params})
-    lines = ["| trial | state | " + " | ".join(keys) + f" | {metric} |", "| --- " * (len(keys) + 3) + "|"]
+    lines = ["| trial | state | " + " | ".join(keys) + f" | {metric} | seconds |", "| --- " * (len(keys) + 4) + "|"]
     for trial in study.trials:
         value = f"{trial.value:.4g}" if trial.value is not None else trial.user_attrs.get("error", "-")
         params = [f"{trial.params[k]:.4g}" if isinstance(trial.params.get(k), float) else str(trial.params.get(k, "-"))
                   for k in keys]
-        lines.append(f"| {trial.number} | {trial.state.name.lower()} | " + " | ".join(params) + f" | {value} |")
-    return "\n".join(lines) + "\n"
+        seconds = f"{trial.duration.total_seconds():.0f}" if trial.duration is not None else "-"
+        lines.append(f"| {trial.number} | {trial.state.name.lower()} | " + " | ".join(params) + f" | {value} | {seconds} |")
+    return "\n".join(lines) + "\n" + pruning_cost(study)
+
+
+def pruning_cost(study) -> str:
+    """'pruned trials: N, each on average X of a finished trial's time (A s against B s)', or ''."""
+    def mean_seconds(state: str) -> float | None:
+        times = [t.duration.total_seconds() for t in study.trials if t.state.name == state and t.duration is not None]
+        return sum(times) / len(times) if times else None
+
+    pruned, complete = mean_seconds("PRUNED"), mean_seconds("COMPLETE")
+    if pruned is None or not complete:
+        return ""
+    count = sum(t.state.name == "PRUNED" for t in study.trials)
+    return (f"\npruned trials: {count}, each on average {pruned / complete:.2f} of a finished trial's time "
+            f"({pruned:.0f} s against {complete:.0f} s)\n")
 
 
 def write_plots(study, work_dir: Path) -> list[Path]:
